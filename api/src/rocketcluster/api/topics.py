@@ -1,0 +1,53 @@
+"""Topic and consumer group declarations, as written in a RocketCluster manifest."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rocketcluster.api.names import group_name_problem, topic_name_problem
+
+
+class MessageType(StrEnum):
+    NORMAL = "NORMAL"
+    FIFO = "FIFO"
+    DELAY = "DELAY"
+    TRANSACTION = "TRANSACTION"
+    MIXED = "MIXED"
+
+
+class TopicSpec(BaseModel):
+    """``spec.topics[]``: a topic with its queue count and accepted message type."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    name: str
+    queues: int = Field(default=8, ge=1, le=1024)
+    message_type: MessageType = Field(default=MessageType.NORMAL, alias="messageType")
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        problem = topic_name_problem(value)
+        if problem:
+            raise ValueError(f"topic {value!r}: {problem}")
+        return value
+
+
+class ConsumerGroupSpec(BaseModel):
+    """``spec.consumerGroups[]``: a consumer group and its delivery policy."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    name: str
+    fifo: bool = False
+    max_delivery_attempts: int = Field(default=16, ge=1, le=1000, alias="maxDeliveryAttempts")
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        problem = group_name_problem(value)
+        if problem:
+            raise ValueError(f"consumer group {value!r}: {problem}")
+        return value

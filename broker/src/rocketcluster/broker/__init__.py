@@ -1,0 +1,1 @@
+"""rocketcluster broker: store, messaging, replication."""

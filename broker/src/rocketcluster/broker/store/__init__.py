@@ -1,0 +1,45 @@
+"""The broker's durable store: commit log, consume queues, index, metadata."""
+
+from rocketcluster.broker.store.commitlog import AppendedRecord, CommitLog
+from rocketcluster.broker.store.config import FlushMode, StoreConfig
+from rocketcluster.broker.store.errors import (
+    CorruptRecordError,
+    DiskFullError,
+    GetStatus,
+    InvalidNameError,
+    OffsetRemovedError,
+    PutStatus,
+    ReadPastEndError,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+)
+from rocketcluster.broker.store.message_store import GetResult, MessageStore, PutResult
+from rocketcluster.broker.store.metadata import MetadataStore
+from rocketcluster.broker.store.record import MessageToStore, StoredMessage, SysFlag
+from rocketcluster.broker.store.recovery import RecoveryReport
+
+__all__ = [
+    "AppendedRecord",
+    "CommitLog",
+    "CorruptRecordError",
+    "DiskFullError",
+    "FlushMode",
+    "GetResult",
+    "GetStatus",
+    "InvalidNameError",
+    "MessageStore",
+    "MessageToStore",
+    "MetadataStore",
+    "OffsetRemovedError",
+    "PutResult",
+    "PutStatus",
+    "ReadPastEndError",
+    "RecoveryReport",
+    "StoreClosedError",
+    "StoreConfig",
+    "StoreError",
+    "StoreLockedError",
+    "StoredMessage",
+    "SysFlag",
+]

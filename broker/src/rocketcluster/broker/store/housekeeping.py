@@ -1,0 +1,123 @@
+"""Housekeeping: the store's periodic work on one asyncio task.
+
+Every tick: refresh disk usage and retry a stalled dispatch; every checkpoint
+interval: flush consume queues, the index and consumer offsets (on a worker thread),
+then write the checkpoint; every retention interval: apply the retention policy.
+Checkpoint and retention run one after the other, so files are never deleted while a
+flush is touching them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from rocketcluster.broker.store.retention import RetentionDecision, SegmentInfo, plan_retention
+
+if TYPE_CHECKING:
+    from rocketcluster.broker.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 0.2
+
+
+class Housekeeping:
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        self._task: asyncio.Task[None] | None = None
+        self._last_checkpoint = time.monotonic()
+        self._last_retention = time.monotonic()
+        self.last_retention: RetentionDecision | None = None
+        self.deleted_segments = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="store-housekeeping")
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        cfg = self._store.config
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            try:
+                self._store._refresh_disk_usage()
+                self._store.retry_stalled_dispatch()
+                now = time.monotonic()
+                if now - self._last_checkpoint >= cfg.checkpoint_interval_ms / 1000:
+                    self._last_checkpoint = now
+                    await self.checkpoint()
+                if now - self._last_retention >= cfg.retention_interval_ms / 1000:
+                    self._last_retention = now
+                    self.apply_retention()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("store housekeeping failed; retrying next tick")
+
+    async def checkpoint(self) -> None:
+        store = self._store
+        queues = list(store.queues)
+        covered = store.dispatched_offset
+
+        def flush() -> None:
+            for cq in queues:
+                cq.flush()
+            store.index.sync()
+
+        await asyncio.to_thread(flush)
+        store.metadata.persist_offsets()
+        if not store.closed:
+            store._write_checkpoint(clean=False, logics=covered)
+
+    def apply_retention(self, now: float | None = None) -> RetentionDecision:
+        store = self._store
+        cfg = store.config
+        clog = store.commitlog
+        infos = []
+        for seg in clog.segments:
+            try:
+                mtime = seg.path.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            infos.append(SegmentInfo(seg.base, seg.end, mtime))
+        decision = plan_retention(
+            infos,
+            now=time.time() if now is None else now,
+            retention_hours=cfg.retention_hours,
+            flushed_offset=min(clog.flushed_offset, store.dispatched_offset),
+            disk_used_ratio=store.disk_used_ratio,
+            disk_max_used_ratio=cfg.disk_max_used_ratio,
+            segment_size=clog.segment_size,
+            disk_total_bytes=store.disk_total_bytes,
+            max_store_bytes=cfg.max_store_bytes,
+        )
+        self.last_retention = decision
+        if decision.delete_count:
+            removed = clog.delete_head_segments(decision.delete_count)
+            self.deleted_segments += len(removed)
+            new_min = clog.min_offset
+            for cq in store.queues:
+                cq.delete_before_physical(new_min)
+            store.index.drop_tables_below(new_min)
+            store._refresh_disk_usage()
+            log.info(
+                "retention removed %d segment(s) (%s); commit log now starts at %d",
+                len(removed),
+                ", ".join(decision.reasons),
+                new_min,
+            )
+        return decision

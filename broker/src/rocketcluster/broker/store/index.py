@@ -1,0 +1,179 @@
+"""IndexService: find messages by message id or by key, in an LMDB environment.
+
+Entries are split into tables (LMDB named databases) that each cover a range of the
+commit log, so retention drops a whole table instead of deleting keys one by one. A
+key is ``kind | name | 0x00 | commit-log offset (u64)``: re-adding the same record
+after recovery is idempotent, and lookups verify the record they find, so entries
+left behind by a truncated tail are harmless. The index is derived data: it is
+flushed with the consume queues and rebuilt from the commit log when it is lost.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+import lmdb
+
+if TYPE_CHECKING:
+    from lmdb import _Database
+
+from rocketcluster.broker.store.errors import DiskFullError, StoreError
+
+KIND_ID: Final = b"i"
+KIND_KEY: Final = b"k"
+_OFFSET: Final = struct.Struct(">Q")
+_KEY: Final = struct.Struct(">QQ")
+_SIZE: Final = struct.Struct(">I")
+MAX_TABLES: Final = 4096
+
+
+class IndexEntry(NamedTuple):
+    physical_offset: int
+    size: int
+
+
+class IndexRequest(NamedTuple):
+    topic: str
+    physical_offset: int
+    size: int
+    msg_id: str
+    keys: tuple[str, ...]
+
+
+def name_hash(name: bytes) -> int:
+    """A stable 64-bit hash (two independent C checksums; collisions are verified)."""
+    return (zlib.crc32(name) << 32) | zlib.adler32(name)
+
+
+def _table_name(base: int) -> bytes:
+    return b"t%020d" % base
+
+
+class IndexService:
+    def __init__(self, directory: Path, map_size: int, entries_per_table: int) -> None:
+        self.directory = directory
+        self.entries_per_table = entries_per_table
+        directory.mkdir(parents=True, exist_ok=True)
+        self._env = lmdb.open(
+            str(directory),
+            map_size=map_size,
+            max_dbs=MAX_TABLES + 1,
+            sync=False,
+            metasync=False,
+            readahead=False,
+        )
+        self._tables_db = self._env.open_db(b"tables")
+        self._tables: list[tuple[int, _Database]] = []
+        with self._env.begin(db=self._tables_db) as txn:
+            bases = [_OFFSET.unpack(k)[0] for k, _ in txn.cursor()]
+        for base in sorted(bases):
+            self._tables.append((base, self._env.open_db(_table_name(base))))
+        self._current_count = 0
+        if self._tables:
+            with self._env.begin() as txn:
+                self._current_count = txn.stat(self._tables[-1][1])["entries"]
+
+    def add(self, requests: Iterable[IndexRequest]) -> None:
+        """Index a batch of dispatched records in one write transaction."""
+        try:
+            txn = self._env.begin(write=True)
+            try:
+                self._add(txn, requests)
+            except BaseException:
+                txn.abort()
+                raise
+            txn.commit()
+        except lmdb.MapFullError as exc:
+            raise DiskFullError(str(self.directory), 0, ": the index map is full") from exc
+        except lmdb.Error as exc:
+            if "No space left" in str(exc):
+                raise DiskFullError(str(self.directory), 0) from exc
+            raise StoreError(f"index write failed: {exc}") from exc
+
+    def _add(self, txn: lmdb.Transaction, requests: Iterable[IndexRequest]) -> None:
+        db = self._tables[-1][1] if self._tables else None
+        count = self._current_count
+        pack = _KEY.pack
+        items: list[tuple[bytes, bytes]] = []
+        for req in requests:
+            if not req.msg_id and not req.keys:
+                continue
+            if db is None or count >= self.entries_per_table:
+                self._put_sorted(txn, db, items)
+                items = []
+                db = self._new_table(txn, req.physical_offset)
+                count = 0
+            phys = req.physical_offset
+            size = _SIZE.pack(req.size)
+            if req.msg_id:
+                items.append((pack(name_hash(KIND_ID + req.msg_id.encode()), phys), size))
+            if req.keys:
+                prefix = KIND_KEY + req.topic.encode() + b"\x00"
+                for key in req.keys:
+                    items.append((pack(name_hash(prefix + key.encode()), phys), size))
+            count += 1 + len(req.keys)
+        self._put_sorted(txn, db, items)
+        self._current_count = count
+
+    @staticmethod
+    def _put_sorted(
+        txn: lmdb.Transaction, db: _Database | None, items: list[tuple[bytes, bytes]]
+    ) -> None:
+        if items and db is not None:
+            items.sort()  # neighbouring keys share pages: fewer pages dirtied per batch
+            txn.cursor(db=db).putmulti(items)
+
+    def _new_table(self, txn: lmdb.Transaction, base: int) -> _Database:
+        if len(self._tables) >= MAX_TABLES:
+            raise StoreError(f"the index has {MAX_TABLES} tables; raise index_entries_per_table")
+        db = self._env.open_db(_table_name(base), txn=txn)
+        txn.put(_OFFSET.pack(base), b"", db=self._tables_db)
+        self._tables.append((base, db))
+        return db
+
+    def _scan(self, name: bytes, limit: int) -> list[IndexEntry]:
+        h = name_hash(name)
+        start = _KEY.pack(h, 0)
+        found: dict[int, IndexEntry] = {}
+        with self._env.begin() as txn:
+            for _base, db in reversed(self._tables):
+                cursor = txn.cursor(db=db)
+                if not cursor.set_range(start):
+                    continue
+                for key, value in cursor:
+                    key_hash, offset = _KEY.unpack(key)
+                    if key_hash != h:
+                        break
+                    # Re-dispatch after recovery may index a record in two tables.
+                    found[offset] = IndexEntry(offset, _SIZE.unpack(value)[0])
+                if len(found) >= limit:
+                    break
+        return sorted(found.values(), reverse=True)[:limit]
+
+    def lookup_id(self, msg_id: str, limit: int = 32) -> list[IndexEntry]:
+        return self._scan(KIND_ID + msg_id.encode(), limit)
+
+    def lookup_key(self, topic: str, key: str, limit: int = 64) -> list[IndexEntry]:
+        return self._scan(KIND_KEY + topic.encode() + b"\x00" + key.encode(), limit)
+
+    def drop_tables_below(self, min_offset: int) -> int:
+        """Drop tables whose every entry points below ``min_offset``: a table covers
+        [its base, the next table's base)."""
+        dropped = 0
+        while len(self._tables) > 1 and self._tables[1][0] <= min_offset:
+            base, db = self._tables.pop(0)
+            with self._env.begin(write=True) as txn:
+                txn.drop(db, delete=True)
+                txn.delete(_OFFSET.pack(base), db=self._tables_db)
+            dropped += 1
+        return dropped
+
+    def sync(self) -> None:
+        self._env.sync(True)
+
+    def close(self) -> None:
+        self._env.close()

@@ -1,0 +1,470 @@
+"""MessageStore: the broker's durable store — commit log, consume queues, index,
+metadata — behind one asyncio-facing object.
+
+Writes: validate, append to the commit log (one pwrite per batch), then in sync-flush
+mode wait for the group-commit fsync. Records become visible to consumers when they
+are dispatched, which happens only up to the dispatch limit: the flushed offset in
+sync mode (nothing a consumer saw can vanish in a crash), the written offset in async
+mode, or the replication confirm offset once replication sets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from rocketcluster.api.names import topic_name_problem
+from rocketcluster.broker.store.checkpoint import StoreCheckpoint
+from rocketcluster.broker.store.commitlog import AppendedRecord, CommitLog
+from rocketcluster.broker.store.config import FlushMode, StoreConfig
+from rocketcluster.broker.store.dispatch import ConsumeQueueTable, Dispatcher, DispatchRequest
+from rocketcluster.broker.store.errors import (
+    DiskFullError,
+    GetStatus,
+    OffsetRemovedError,
+    PutStatus,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+)
+from rocketcluster.broker.store.flush import FlushCommitLogService, FlushTimeoutError
+from rocketcluster.broker.store.housekeeping import Housekeeping
+from rocketcluster.broker.store.index import IndexService
+from rocketcluster.broker.store.metadata import MetadataStore
+from rocketcluster.broker.store.record import MessageToStore, StoredMessage
+from rocketcluster.broker.store.recovery import RecoveryReport
+from rocketcluster.broker.store.retention import RetentionDecision
+from rocketcluster.broker.store.store_recovery import recover_store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PutResult:
+    status: PutStatus
+    records: list[AppendedRecord] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+
+@dataclass(slots=True)
+class GetResult:
+    status: GetStatus
+    messages: list[StoredMessage]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
+class MessageStore:
+    """Open with ``await MessageStore.open(config)`` inside the event loop that uses it."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self._closed = True
+        self._released = False
+        self._failure: BaseException | None = None
+        self._lock_fd = -1
+        self.recovery: RecoveryReport = RecoveryReport()
+        # Filled in by open():
+        self.commitlog: CommitLog
+        self.queues: ConsumeQueueTable
+        self.index: IndexService
+        self.metadata: MetadataStore
+        self._dispatcher: Dispatcher
+        self._flush: FlushCommitLogService
+        self._housekeeping: Housekeeping
+        self._valid_topics: set[str] = set()
+        self._dispatch_scheduled = False
+        self._confirm_offset: int | None = None
+        # Sync flush: the flush thread writes and fsyncs each group commit in one go.
+        self._defer_writes = config.flush is FlushMode.SYNC
+        self.disk_used_ratio = 0.0
+        self.disk_total_bytes = 0
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, config: StoreConfig) -> MessageStore:
+        store = cls(config)
+        store._open()
+        return store
+
+    def _open(self) -> None:
+        cfg = self.config
+        cfg.root_dir.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        try:
+            started = time.monotonic()
+            recovered = recover_store(cfg)
+            self.commitlog = recovered.commitlog
+            self.queues = recovered.queues
+            self.index = recovered.index
+            self.recovery = recovered.report
+            self.metadata = MetadataStore(cfg.metadata_dir)
+            self._dispatcher = Dispatcher(self.queues, self.index, self.commitlog.write_offset)
+            self.recovery.seconds = time.monotonic() - started
+            self._write_checkpoint(clean=False)
+        except BaseException:
+            self._unlock()
+            raise
+        loop = asyncio.get_running_loop()
+        self._flush = FlushCommitLogService(
+            self.commitlog,
+            loop,
+            mode=cfg.flush,
+            interval_ms=cfg.flush_interval_ms,
+            flush_bytes=cfg.flush_bytes,
+            on_flushed=self._on_flushed,
+            on_failed=self._on_flush_failed,
+            timeout_ms=cfg.sync_flush_timeout_ms,
+        )
+        self._flush.start()
+        self._housekeeping = Housekeeping(self)
+        self._refresh_disk_usage()
+        self._housekeeping.start()
+        self._closed = False
+        log.info(
+            "store %s open: offsets [%d, %d), %d consume queues, recovery %.3fs (%s)",
+            cfg.root_dir,
+            self.commitlog.min_offset,
+            self.commitlog.write_offset,
+            len(self.queues),
+            self.recovery.seconds,
+            self.recovery.stop_reason,
+        )
+
+    def _lock(self) -> None:
+        fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreLockedError(str(self.config.root_dir), f"pid {holder}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    async def close(self) -> None:
+        """Flush everything, write a clean checkpoint and release the directory."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._housekeeping.stop()
+        self._flush.stop()
+        if self._failure is None:
+            self._dispatch_now()
+            self._flush_logics()
+            self._write_checkpoint(clean=True)
+        self._release()
+
+    def abandon(self) -> None:
+        """Drop everything without flushing or checkpointing: what a crash leaves
+        behind (the page cache still holds written bytes). For tests and tools."""
+        if self._closed:
+            return
+        self._closed = True
+        self._housekeeping.cancel()
+        self._flush.failure = self._flush.failure or StoreClosedError()
+        self._flush.stop()
+        self._release()
+
+    def _release(self) -> None:
+        self._released = True
+        for closer in (
+            self.queues.close,
+            self.index.close,
+            self.metadata.close,
+            self.commitlog.close,
+        ):
+            try:
+                closer()
+            except Exception:
+                log.exception("closing the store")
+        self._unlock()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- writing ---------------------------------------------------------------
+
+    async def put(self, msg: MessageToStore) -> PutResult:
+        return await self.put_batch((msg,))
+
+    async def put_batch(self, msgs: Sequence[MessageToStore]) -> PutResult:
+        """Store ``msgs`` atomically (all or none) and return once the flush policy is
+        met. Expected failures are statuses, never exceptions."""
+        refusal = self._refuse(msgs)
+        if refusal is not None:
+            return refusal
+        try:
+            appended = self.commitlog.append(
+                msgs, int(time.time() * 1000), defer_write=self._defer_writes
+            )
+        except DiskFullError as exc:
+            self._refresh_disk_usage()
+            return PutResult(PutStatus.DISK_FULL, reason=str(exc))
+        except OSError as exc:
+            log.exception("commit log write failed")
+            return PutResult(PutStatus.UNKNOWN_ERROR, reason=f"commit log write failed: {exc}")
+        dispatcher = self._dispatcher
+        for msg, rec in zip(msgs, appended, strict=True):
+            dispatcher.add(
+                DispatchRequest(
+                    msg.topic,
+                    msg.queue_id,
+                    rec.queue_offset,
+                    rec.physical_offset,
+                    rec.size,
+                    msg.tags_code,
+                    msg.msg_id,
+                    msg.keys,
+                )
+            )
+        self._flush.written()
+        if self.config.flush is FlushMode.SYNC:
+            end = appended[-1].physical_offset + appended[-1].size
+            try:
+                await self._flush.wait_flushed(end)
+            except FlushTimeoutError:
+                return PutResult(
+                    PutStatus.FLUSH_DISK_TIMEOUT, appended, "fsync did not finish in time"
+                )
+            except OSError as exc:
+                return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, appended, str(exc))
+        else:
+            self._schedule_dispatch()
+        return PutResult(PutStatus.PUT_OK, appended)
+
+    def _refuse(self, msgs: Sequence[MessageToStore]) -> PutResult | None:
+        if self._closed:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="the store is closed")
+        if self._failure is not None:
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                reason=f"the store stopped writes after a disk error: {self._failure}",
+            )
+        if not msgs:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason="no messages")
+        cfg = self.config
+        for msg in msgs:
+            if msg.topic not in self._valid_topics:
+                problem = topic_name_problem(msg.topic)
+                if problem:
+                    return PutResult(
+                        PutStatus.MESSAGE_ILLEGAL, reason=f"topic {msg.topic!r}: {problem}"
+                    )
+                self._valid_topics.add(msg.topic)
+            if len(msg.body) > cfg.max_message_bytes:
+                return PutResult(
+                    PutStatus.MESSAGE_ILLEGAL,
+                    reason=f"body of {len(msg.body)} bytes exceeds the limit of "
+                    f"{cfg.max_message_bytes}",
+                )
+            if len(msg.properties) > cfg.max_properties_bytes:
+                return PutResult(
+                    PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                    reason=f"properties of {len(msg.properties)} bytes exceed "
+                    f"{cfg.max_properties_bytes}",
+                )
+            if not 0 <= msg.queue_id < 1 << 31:
+                return PutResult(
+                    PutStatus.MESSAGE_ILLEGAL, reason=f"invalid queue id {msg.queue_id}"
+                )
+        if self.disk_used_ratio > cfg.disk_full_ratio:
+            return PutResult(
+                PutStatus.DISK_FULL,
+                reason=f"disk {self.disk_used_ratio:.1%} full (limit {cfg.disk_full_ratio:.0%})",
+            )
+        return None
+
+    async def flush(self) -> int:
+        """Make everything written so far durable (whatever the flush mode); returns
+        the flushed offset."""
+        if self._closed:
+            raise StoreClosedError()
+        target = self.commitlog.write_offset
+        await self._flush.wait_flushed(target)
+        return self.commitlog.flushed_offset
+
+    # -- dispatch --------------------------------------------------------------
+
+    @property
+    def dispatch_limit(self) -> int:
+        if self._confirm_offset is not None:
+            return self._confirm_offset
+        if self.config.flush is FlushMode.SYNC:
+            return self._flush.flushed_offset
+        return self.commitlog.committed_offset
+
+    def set_confirm_offset(self, offset: int) -> None:
+        """Replication decides what consumers may see from here on."""
+        self._confirm_offset = offset
+        self._schedule_dispatch()
+
+    def _on_flushed(self, offset: int) -> None:
+        if self.config.flush is FlushMode.SYNC:
+            self._dispatch_now()
+
+    def _on_flush_failed(self, exc: BaseException) -> None:
+        self._failure = exc
+
+    def _schedule_dispatch(self) -> None:
+        if not self._dispatch_scheduled:
+            self._dispatch_scheduled = True
+            asyncio.get_running_loop().call_soon(self._dispatch_now)
+
+    def _dispatch_now(self) -> None:
+        self._dispatch_scheduled = False
+        if self._released:
+            return
+        dispatcher = self._dispatcher
+        dispatcher.dispatch_until(self.dispatch_limit)
+        if dispatcher.pending == 0 and dispatcher.stalled is None:
+            dispatcher.dispatched_offset = min(self.commitlog.committed_offset, self.dispatch_limit)
+
+    def retry_stalled_dispatch(self) -> None:
+        if self._dispatcher.stalled is not None or self._dispatcher.pending:
+            self._dispatch_now()
+
+    @property
+    def dispatched_offset(self) -> int:
+        return self._dispatcher.dispatched_offset
+
+    # -- reading ---------------------------------------------------------------
+
+    def queue_offsets(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """(min, max) logical offsets visible to consumers of topic/queue_id."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0, 0
+        return cq.min_index, cq.max_index
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        *,
+        tags_filter: Callable[[int], bool] | None = None,
+        message_filter: Callable[[StoredMessage], bool] | None = None,
+        max_scan: int = 256,
+    ) -> GetResult:
+        """Messages of topic/queue_id from ``offset``; filters skip non-matching ones."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None or cq.max_index == cq.min_index == 0:
+            status = (
+                GetStatus.NO_MATCHED_LOGIC_QUEUE if cq is None else GetStatus.NO_MESSAGE_IN_QUEUE
+            )
+            return GetResult(status, [], 0 if cq is None else offset, 0, 0)
+        lo, hi = cq.min_index, cq.max_index
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, [], lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, [], offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, [], hi, lo, hi)
+        messages: list[StoredMessage] = []
+        next_offset = offset
+        scanned = 0
+        clog_min = self.commitlog.min_offset
+        while len(messages) < max_count and next_offset < hi and scanned < max_scan:
+            entries = cq.entries(next_offset, min(max_scan - scanned, 64))
+            if not entries:
+                break
+            for entry in entries:
+                scanned += 1
+                next_offset += 1
+                if entry.physical_offset < clog_min:
+                    continue
+                if tags_filter is not None and not tags_filter(entry.tags_code):
+                    continue
+                msg = self.commitlog.read_message(entry.physical_offset, entry.size)
+                if message_filter is not None and not message_filter(msg):
+                    continue
+                messages.append(msg)
+                if len(messages) >= max_count:
+                    break
+        status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, messages, next_offset, lo, hi)
+
+    def read_message(self, physical_offset: int, size: int) -> StoredMessage:
+        return self.commitlog.read_message(physical_offset, size)
+
+    def lookup_by_id(self, msg_id: str) -> list[StoredMessage]:
+        """Messages with this message id (normally one), newest first."""
+        return self._verified(self.index.lookup_id(msg_id), lambda m: m.msg_id == msg_id)
+
+    def lookup_by_key(self, topic: str, key: str, limit: int = 64) -> list[StoredMessage]:
+        return self._verified(
+            self.index.lookup_key(topic, key, limit), lambda m: m.topic == topic and key in m.keys
+        )
+
+    def _verified(
+        self, entries: Sequence[tuple[int, int]], matches: Callable[[StoredMessage], bool]
+    ) -> list[StoredMessage]:
+        found = []
+        for phys, size in entries:
+            if phys < self.commitlog.min_offset or phys + size > self.dispatched_offset:
+                continue
+            try:
+                msg = self.commitlog.read_message(phys, size)
+            except (OffsetRemovedError, StoreError):
+                continue  # an entry left behind by a truncated tail or retention
+            if matches(msg):
+                found.append(msg)
+        return found
+
+    # -- housekeeping hooks ------------------------------------------------------
+
+    def apply_retention(self, now: float | None = None) -> RetentionDecision:
+        """Apply the retention policy now (it also runs periodically)."""
+        return self._housekeeping.apply_retention(now)
+
+    async def checkpoint(self) -> None:
+        """Flush derived data and write the checkpoint now (it also runs periodically)."""
+        await self._housekeeping.checkpoint()
+
+    def _refresh_disk_usage(self) -> None:
+        with contextlib.suppress(OSError):
+            st = os.statvfs(self.config.root_dir)
+            total = st.f_blocks * st.f_frsize
+            avail = st.f_bavail * st.f_frsize
+            self.disk_total_bytes = total
+            self.disk_used_ratio = 1 - avail / total if total else 0.0
+
+    def _flush_logics(self) -> int:
+        """Flush consume queues and the index; returns the offset they cover."""
+        covered = self._dispatcher.dispatched_offset
+        for cq in self.queues:
+            cq.flush()
+        self.index.sync()
+        return covered
+
+    def _write_checkpoint(self, *, clean: bool, logics: int | None = None) -> None:
+        flushed = self.commitlog.flushed_offset
+        covered = self._dispatcher.dispatched_offset if logics is None else logics
+        StoreCheckpoint.now(flushed, covered, clean, self.commitlog.segment_size).save(
+            self.config.checkpoint_path
+        )
+
+    @property
+    def failure(self) -> BaseException | None:
+        return self._failure

@@ -1,0 +1,168 @@
+"""MetadataStore: topics, consumer groups and consumer offsets, durable in LMDB.
+
+Every change is one LMDB transaction, synced before it returns, so metadata is never
+half-written. Consumer offsets change often: they are kept in memory and written in
+one transaction by ``persist_offsets`` (called periodically and on close), as RocketMQ
+persists consumerOffset.json every few seconds; a crash can only move a group back a
+little, which at-least-once delivery allows.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import lmdb
+
+if TYPE_CHECKING:
+    from lmdb import _Database
+
+from rocketcluster.api.names import group_name_problem, topic_name_problem
+from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+from rocketcluster.broker.store.errors import DiskFullError, InvalidNameError, StoreError
+
+_U64: Final = struct.Struct(">Q")
+
+
+def _offset_key(group: str, topic: str, queue_id: int) -> bytes:
+    return f"{group}\x00{topic}\x00{queue_id}".encode()
+
+
+class MetadataStore:
+    def __init__(self, directory: Path, map_size: int = 1 << 30) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self._env = lmdb.open(str(directory), map_size=map_size, max_dbs=8)
+        self._topics_db = self._env.open_db(b"topics")
+        self._groups_db = self._env.open_db(b"groups")
+        self._offsets_db = self._env.open_db(b"offsets")
+        self._kv_db = self._env.open_db(b"kv")
+        self._offsets: dict[tuple[str, str, int], int] = {}
+        self._dirty: set[tuple[str, str, int]] = set()
+        with self._env.begin(db=self._offsets_db) as txn:
+            for key, value in txn.cursor():
+                group, topic, qid = key.decode().split("\x00")
+                self._offsets[(group, topic, int(qid))] = _U64.unpack(value)[0]
+
+    def _write(self, db: _Database | None, key: bytes, value: bytes | None) -> None:
+        try:
+            with self._env.begin(write=True, db=db) as txn:
+                if value is None:
+                    txn.delete(key)
+                else:
+                    txn.put(key, value)
+        except lmdb.MapFullError as exc:
+            raise DiskFullError(
+                str(self.directory), len(value or b""), ": metadata map full"
+            ) from exc
+        except lmdb.Error as exc:
+            if "No space left" in str(exc):
+                raise DiskFullError(str(self.directory), len(value or b"")) from exc
+            raise StoreError(f"metadata write failed: {exc}") from exc
+
+    # -- topics --------------------------------------------------------------
+
+    def put_topic(self, spec: TopicSpec) -> None:
+        self._write(
+            self._topics_db, spec.name.encode(), spec.model_dump_json(by_alias=True).encode()
+        )
+
+    def get_topic(self, name: str) -> TopicSpec | None:
+        with self._env.begin(db=self._topics_db) as txn:
+            raw = txn.get(name.encode())
+        return None if raw is None else TopicSpec.model_validate_json(raw)
+
+    def delete_topic(self, name: str) -> bool:
+        existed = self.get_topic(name) is not None
+        self._write(self._topics_db, name.encode(), None)
+        return existed
+
+    def list_topics(self) -> list[TopicSpec]:
+        with self._env.begin(db=self._topics_db) as txn:
+            return [TopicSpec.model_validate_json(v) for _, v in txn.cursor()]
+
+    # -- consumer groups -------------------------------------------------------
+
+    def put_group(self, spec: ConsumerGroupSpec) -> None:
+        self._write(
+            self._groups_db, spec.name.encode(), spec.model_dump_json(by_alias=True).encode()
+        )
+
+    def get_group(self, name: str) -> ConsumerGroupSpec | None:
+        with self._env.begin(db=self._groups_db) as txn:
+            raw = txn.get(name.encode())
+        return None if raw is None else ConsumerGroupSpec.model_validate_json(raw)
+
+    def delete_group(self, name: str) -> bool:
+        existed = self.get_group(name) is not None
+        self._write(self._groups_db, name.encode(), None)
+        for key in [k for k in self._offsets if k[0] == name]:
+            del self._offsets[key]
+            self._dirty.add(key)
+        self.persist_offsets()
+        return existed
+
+    def list_groups(self) -> list[ConsumerGroupSpec]:
+        with self._env.begin(db=self._groups_db) as txn:
+            return [ConsumerGroupSpec.model_validate_json(v) for _, v in txn.cursor()]
+
+    # -- consumer offsets ------------------------------------------------------
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        for kind, name, problem in (
+            ("consumer group", group, group_name_problem(group)),
+            ("topic", topic, topic_name_problem(topic)),
+        ):
+            if problem:
+                raise InvalidNameError(kind, name, problem)
+        if queue_id < 0 or offset < 0:
+            raise ValueError(f"queue id {queue_id} and offset {offset} must not be negative")
+        key = (group, topic, queue_id)
+        if self._offsets.get(key) != offset:
+            self._offsets[key] = offset
+            self._dirty.add(key)
+
+    def get_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        return self._offsets.get((group, topic, queue_id))
+
+    def offsets_of_group(self, group: str) -> dict[tuple[str, int], int]:
+        return {(t, q): o for (g, t, q), o in self._offsets.items() if g == group}
+
+    def persist_offsets(self) -> int:
+        """Write changed offsets in one synced transaction; returns how many."""
+        if not self._dirty:
+            return 0
+        dirty, self._dirty = self._dirty, set()
+        try:
+            with self._env.begin(write=True, db=self._offsets_db) as txn:
+                for key in dirty:
+                    value = self._offsets.get(key)
+                    raw_key = _offset_key(*key)
+                    if value is None:
+                        txn.delete(raw_key)
+                    else:
+                        txn.put(raw_key, _U64.pack(value))
+        except lmdb.Error as exc:
+            self._dirty |= dirty
+            if "No space left" in str(exc) or isinstance(exc, lmdb.MapFullError):
+                raise DiskFullError(str(self.directory), 0, ": consumer offsets") from exc
+            raise StoreError(f"persisting consumer offsets failed: {exc}") from exc
+        return len(dirty)
+
+    # -- small named values (store identity, replication state) -----------------
+
+    def put_value(self, key: str, value: object) -> None:
+        self._write(self._kv_db, key.encode(), json.dumps(value).encode())
+
+    def get_value(self, key: str) -> object:
+        with self._env.begin(db=self._kv_db) as txn:
+            raw = txn.get(key.encode())
+        return None if raw is None else json.loads(raw)
+
+    def close(self) -> None:
+        try:
+            self.persist_offsets()
+        finally:
+            self._env.close()

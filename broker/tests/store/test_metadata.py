@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rocketcluster.api.topics import ConsumerGroupSpec, MessageType, TopicSpec
+from rocketcluster.broker.store import InvalidNameError, MetadataStore
+
+
+def test_topics_groups_and_offsets_survive_reopen(tmp_path: Path) -> None:
+    meta = MetadataStore(tmp_path / "meta")
+    meta.put_topic(TopicSpec(name="orders", queues=4, messageType=MessageType.FIFO))
+    meta.put_group(ConsumerGroupSpec(name="billing", fifo=True, maxDeliveryAttempts=3))
+    meta.commit_offset("billing", "orders", 2, 17)
+    meta.close()
+    meta = MetadataStore(tmp_path / "meta")
+    try:
+        topic = meta.get_topic("orders")
+        assert topic is not None and topic.queues == 4 and topic.message_type is MessageType.FIFO
+        group = meta.get_group("billing")
+        assert group is not None and group.fifo and group.max_delivery_attempts == 3
+        assert meta.get_offset("billing", "orders", 2) == 17
+        assert meta.offsets_of_group("billing") == {("orders", 2): 17}
+        assert meta.delete_topic("orders") and meta.get_topic("orders") is None
+        assert not meta.delete_topic("orders")
+        assert meta.delete_group("billing")
+        assert meta.get_offset("billing", "orders", 2) is None
+    finally:
+        meta.close()
+
+
+def test_invalid_names_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="topic"):
+        TopicSpec(name="bad name")
+    with pytest.raises(ValueError, match="consumer group"):
+        ConsumerGroupSpec(name="x" * 300)
+    meta = MetadataStore(tmp_path / "meta")
+    try:
+        with pytest.raises(InvalidNameError):
+            meta.commit_offset("ok", "bad topic", 0, 1)
+        with pytest.raises(ValueError):
+            meta.commit_offset("ok", "topic", -1, 1)
+    finally:
+        meta.close()

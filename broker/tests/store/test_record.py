@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import zlib
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocketcluster.broker.store import record
+from rocketcluster.broker.store.record import MessageToStore, RecordKind
+
+
+def encode(msg: MessageToStore, phys: int = 4096, qoff: int = 7) -> bytes:
+    buf = bytearray(record.record_size(msg))
+    record.encode_into(
+        buf, 0, msg, msg.topic.encode(), queue_offset=qoff, physical_offset=phys, store_timestamp=99
+    )
+    return bytes(buf)
+
+
+def test_round_trip_keeps_every_field() -> None:
+    msg = MessageToStore.build(
+        "orders",
+        3,
+        b"hello",
+        tag="tagA",
+        keys=("k1", "k2"),
+        msg_id="ABC",
+        properties={"color": "red"},
+        sys_flag=record.SysFlag.FIFO,
+        born_timestamp=12,
+    )
+    data = encode(msg)
+    check = record.check_record(data, 0, 4096, 1 << 20)
+    assert check.kind == RecordKind.MESSAGE and check.size == len(data)
+    out = record.decode(data)
+    assert (out.topic, out.queue_id, out.queue_offset, out.physical_offset) == (
+        "orders",
+        3,
+        7,
+        4096,
+    )
+    assert out.body == b"hello" and out.body_crc == zlib.crc32(b"hello")
+    assert out.tag == "tagA" and out.keys == ("k1", "k2") and out.msg_id == "ABC"
+    assert out.properties["color"] == "red"
+    assert out.sys_flag == record.SysFlag.FIFO and out.born_timestamp == 12
+    assert out.store_timestamp == 99 and out.tags_code == record.tags_code("tagA")
+
+
+def test_record_at_the_wrong_position_is_rejected() -> None:
+    data = encode(MessageToStore.build("t", 0, b"x"), phys=100)
+    assert record.check_record(data, 0, 100, 1 << 20).kind == RecordKind.MESSAGE
+    check = record.check_record(data, 0, 200, 1 << 20)
+    assert check.kind is None and "physical offset" in check.reason
+
+
+def test_blank_must_fill_the_rest_of_the_segment() -> None:
+    blank = record.encode_blank(64) + bytes(56)
+    assert record.check_record(blank, 0, 0, 64).kind == RecordKind.BLANK
+    assert record.check_record(blank, 0, 0, 65).kind is None
+
+
+def test_zeros_are_the_end_of_data() -> None:
+    check = record.check_record(bytes(200), 0, 0, 1 << 20)
+    assert check.kind is None and check.reason == "end of data"
+
+
+def test_properties_reject_separators() -> None:
+    try:
+        record.encode_properties({"a": "x\x01y"})
+    except ValueError as exc:
+        assert "separator" in str(exc)
+    else:
+        raise AssertionError("separator accepted")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.binary(min_size=0, max_size=300),
+    position=st.integers(min_value=0),
+    flip=st.integers(min_value=0),
+    bit=st.integers(min_value=0, max_value=7),
+)
+def test_any_single_bit_flip_is_detected(body: bytes, position: int, flip: int, bit: int) -> None:
+    data = bytearray(encode(MessageToStore.build("topic", 1, body, msg_id="id", keys=("k",))))
+    index = flip % len(data)
+    data[index] ^= 1 << bit
+    check = record.check_record(bytes(data), 0, 4096, 1 << 20)
+    assert check.kind is None, f"flip at byte {index} bit {bit} passed the checks"
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=st.binary(max_size=500), cut=st.integers(min_value=0))
+def test_any_truncation_is_detected(body: bytes, cut: int) -> None:
+    data = encode(MessageToStore.build("topic", 0, body))
+    cut_at = cut % len(data)
+    assert record.check_record(data[:cut_at], 0, 4096, 1 << 20).kind is None

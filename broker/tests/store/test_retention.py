@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from rocketcluster.broker.store import GetStatus, MessageStore
+from rocketcluster.broker.store.retention import DeleteReason, SegmentInfo, plan_retention
+
+from .conftest import message, small_config
+
+HOUR = 3600.0
+
+
+def infos(n: int, ages_hours: list[float], now: float) -> list[SegmentInfo]:
+    return [SegmentInfo(i * 100, (i + 1) * 100, now - ages_hours[i] * HOUR) for i in range(n)]
+
+
+def plan(
+    segments: list[SegmentInfo], now: float, **kw: object
+) -> tuple[int, tuple[DeleteReason, ...]]:
+    args: dict[str, object] = {
+        "now": now,
+        "retention_hours": 10.0,
+        "flushed_offset": 10**9,
+        "disk_used_ratio": 0.5,
+        "disk_max_used_ratio": 0.75,
+        "segment_size": 100,
+        "disk_total_bytes": 10_000,
+        "max_store_bytes": None,
+    }
+    args.update(kw)
+    decision = plan_retention(segments, **args)  # type: ignore[arg-type]
+    return decision.delete_count, decision.reasons
+
+
+def test_expired_segments_go_from_the_head_only() -> None:
+    now = 1e9
+    segs = infos(5, [30, 20, 5, 40, 1], now)  # the fourth is old but behind a young one
+    assert plan(segs, now) == (2, (DeleteReason.EXPIRED,))
+
+
+def test_the_last_segment_and_unflushed_ones_stay() -> None:
+    now = 1e9
+    segs = infos(3, [99, 99, 99], now)
+    assert plan(segs, now)[0] == 2
+    assert plan(segs, now, flushed_offset=150)[0] == 1
+
+
+def test_space_ceilings_delete_young_segments_too() -> None:
+    now = 1e9
+    segs = infos(6, [1] * 6, now)
+    count, reasons = plan(segs, now, disk_used_ratio=0.80)  # 5% of 10,000 over = 500 bytes
+    assert count == 5 and reasons == (DeleteReason.DISK_RATIO,)
+    count, reasons = plan(segs, now, max_store_bytes=350)
+    assert count == 3 and reasons == (DeleteReason.STORE_SIZE,)
+
+
+async def test_store_retention_moves_queue_minimums_and_forgets_index(store_dir: Path) -> None:
+    cfg = small_config(store_dir, retention_hours=1.0)
+    store = await MessageStore.open(cfg)
+    try:
+        for i in range(120):
+            assert (await store.put(message(i, size=300))).ok
+        await store.checkpoint()
+        segments = store.commitlog.segments
+        old = time.time() - 5 * HOUR
+        for seg in segments[:3]:
+            os.utime(seg.path, (old, old))
+        decision = store.apply_retention()
+        assert decision.delete_count == 3 and decision.reasons == (DeleteReason.EXPIRED,)
+        new_min = store.commitlog.min_offset
+        assert new_min == segments[3].base
+        assert not any(s.path.exists() for s in segments[:3])
+        for qid in range(3):
+            lo, hi = store.queue_offsets("orders", qid)
+            assert lo > 0 and hi == 40
+            assert store.get_messages("orders", qid, 0, 5).status is GetStatus.OFFSET_TOO_SMALL
+            first = store.get_messages("orders", qid, lo, 1).messages[0]
+            assert first.physical_offset >= new_min
+        assert store.lookup_by_id(f"ID{0:030d}") == []
+        assert len(store.lookup_by_id(f"ID{119:030d}")) == 1
+        before = [store.queue_offsets("orders", q) for q in range(3)]
+    finally:
+        await store.close()
+    store = await MessageStore.open(cfg)
+    try:
+        assert [store.queue_offsets("orders", q) for q in range(3)] == before
+        assert store.commitlog.min_offset == new_min
+    finally:
+        await store.close()
+
+
+async def test_store_size_ceiling(store_dir: Path) -> None:
+    cfg = small_config(store_dir, max_store_bytes=4 * 8192)
+    store = await MessageStore.open(cfg)
+    try:
+        for i in range(150):
+            await store.put(message(i, size=300))
+        await store.checkpoint()
+        decision = store.apply_retention()
+        assert DeleteReason.STORE_SIZE in decision.reasons
+        assert len(store.commitlog.segments) <= 4
+    finally:
+        await store.close()

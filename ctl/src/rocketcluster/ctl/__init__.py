@@ -1,0 +1,1 @@
+"""rocketctl: the rocketcluster command line."""

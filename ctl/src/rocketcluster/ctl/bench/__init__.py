@@ -1,0 +1,1 @@
+"""Benchmarks: each figure beside a ceiling measured in the same run."""

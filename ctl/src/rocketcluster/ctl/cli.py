@@ -1,0 +1,83 @@
+"""rocketctl: the rocketcluster command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import click
+
+from rocketcluster.ctl.bench.results import format_table, write_results
+
+
+@click.group()
+def main() -> None:
+    """rocketcluster command line."""
+
+
+@main.group()
+def bench() -> None:
+    """Benchmarks (JSON results, each beside a ceiling measured in the same run)."""
+
+
+@bench.command("store")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option("--seconds", type=float, default=3.0, show_default=True, help="per case")
+@click.option(
+    "--work-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="where the benchmark writes its data (default: the system temp dir)",
+)
+def bench_store(out_dir: Path, seconds: float, work_dir: Path | None) -> None:
+    """Append and read throughput of the store for 1 KiB records."""
+    from rocketcluster.ctl.bench.store_bench import run_store_bench
+
+    result = asyncio.run(run_store_bench(work_dir, seconds))
+    path = write_results(out_dir, "store", result)
+    click.echo(
+        format_table(
+            result["append"],
+            [
+                "flush",
+                "writers",
+                "batch",
+                "records_per_s",
+                "mb_per_s",
+                "raw_mb_per_s",
+                "ratio_to_raw",
+                "fsyncs",
+                "put_p50_ms",
+                "put_p99_ms",
+            ],
+        )
+    )
+    read = result["read"]
+    click.echo(
+        f"\nread: consume {read['consume_records_per_s']:,.0f} rec/s, scan "
+        f"{read['scan_mb_per_s']:,.0f} MB/s vs raw {read['raw_read_mb_per_s']:,.0f} MB/s "
+        f"(ratio {read['ratio_to_raw']:.2f})"
+    )
+    click.echo(
+        f"sync group commit: 64 writers / 1 writer = {result['sync_group_commit_64_vs_1']:.1f}x; "
+        f"a lone 1 KiB write+fdatasync: {result['lone_fdatasync_1k_per_s']:,.0f}/s"
+    )
+    click.echo(f"results: {path}")
+
+
+@main.group()
+def demo() -> None:
+    """Demonstrations on the local machine."""
+
+
+@demo.command("store")
+@click.option("--dir", "root", type=click.Path(path_type=Path), default=Path(".demo/store"))
+def demo_store(root: Path) -> None:
+    """Write with sync flush from a process, kill -9 it, recover, and audit."""
+    from rocketcluster.ctl.demo_store import run_store_demo
+
+    report = run_store_demo(root)
+    click.echo(json.dumps(report, indent=2))
+    if report["lost"]:
+        raise SystemExit(1)
