@@ -10,11 +10,7 @@ from rocketcluster.broker.store.record import MessageToStore, RecordKind
 
 
 def encode(msg: MessageToStore, phys: int = 4096, qoff: int = 7) -> bytes:
-    buf = bytearray(record.record_size(msg))
-    record.encode_into(
-        buf, 0, msg, msg.topic.encode(), queue_offset=qoff, physical_offset=phys, store_timestamp=99
-    )
-    return bytes(buf)
+    return record.encode(msg, queue_offset=qoff, physical_offset=phys, store_timestamp=99)
 
 
 def test_round_trip_keeps_every_field() -> None:

@@ -40,6 +40,7 @@ def bench_store(out_dir: Path, seconds: float, work_dir: Path | None) -> None:
         format_table(
             result["append"],
             [
+                "path",
                 "flush",
                 "writers",
                 "batch",

@@ -14,8 +14,8 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from rocketcluster.broker.store import record
 from rocketcluster.broker.store.errors import (
@@ -31,6 +31,8 @@ from rocketcluster.broker.store.files import (
     zero_from,
 )
 from rocketcluster.broker.store.record import MessageToStore
+
+IOV_MAX = 1024
 
 
 class Segment:
@@ -60,12 +62,14 @@ class Segment:
     def pread(self, position: int, length: int) -> bytes:
         return os.pread(self.fd, length, position - self.base)
 
-    def pwritev(self, position: int, bufs: list[bytes | bytearray]) -> None:
-        total = sum(len(b) for b in bufs)
+    def pwritev(self, position: int, bufs: list[bytes], total: int) -> None:
+        """Write ``bufs`` (``total`` bytes) back to back at ``position``."""
+        if len(bufs) > IOV_MAX:
+            self.pwrite(position, b"".join(bufs))
+            return
         written = os.pwritev(self.fd, bufs, position - self.base)
-        if written < total:  # short write: finish the rest piecewise
-            rest = b"".join(bufs)[written:]
-            self.pwrite(position + written, rest)
+        if written < total:  # a short write: finish the rest plainly
+            self.pwrite(position + written, b"".join(bufs)[written:])
 
     def pwrite(self, position: int, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)
@@ -81,8 +85,7 @@ class Segment:
             self.fd = -1
 
 
-@dataclass(frozen=True, slots=True)
-class AppendedRecord:
+class AppendedRecord(NamedTuple):
     physical_offset: int
     queue_offset: int
     size: int
@@ -101,7 +104,7 @@ class CommitLog:
         self.write_offset = 0
         self.committed_offset = 0
         self.flushed_offset = 0
-        self._unwritten: list[tuple[int, bytes | bytearray]] = []
+        self._unwritten: list[tuple[int, int, list[bytes]]] = []
         # Next queue offset per (topic, queue id); rebuilt from consume queues on start.
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self._topic_bytes: dict[str, bytes] = {}
@@ -137,119 +140,86 @@ class CommitLog:
     ) -> list[AppendedRecord]:
         """Append ``msgs`` atomically: either every record is written or none is.
 
-        New segments needed by the batch are created before anything is written, so a
-        full disk fails the whole batch and leaves the log as it was. With
-        ``defer_write`` the encoded bytes wait in memory for ``commit`` (the flush
-        thread writes them together with the fsync that follows); otherwise they are
-        in the page cache when this returns.
+        Records are encoded into pieces first; segments the batch needs are created
+        before anything is written, so a full disk fails the whole batch and leaves the
+        log as it was. With ``defer_write`` the pieces wait in memory for ``commit``
+        (the flush thread writes them just before its fsync); otherwise they are in
+        the page cache when this returns.
         """
         if not msgs:
             return []
         segment_size = self.segment_size
+        blank_room = record.END_FILE_MIN_BLANK_LENGTH
         pos = self.write_offset
         # End of the segment holding ``pos``; at a boundary that is a segment to create.
         seg_end = (pos // segment_size + 1) * segment_size
         topic_cache = self._topic_bytes
+        offsets = self.queue_offsets
+        undo: dict[tuple[str, int], int] = {}
+        encode = record.encode_parts
         header = record.HEADER_SIZE
-        sizes = []
-        total = 0
+        results: list[AppendedRecord] = []
+        chunks: list[tuple[int, int, list[bytes]]] = []
+        pieces: list[bytes] = []
+        run_start = pos
         for msg in msgs:
             topic_bytes = topic_cache.get(msg.topic)
             if topic_bytes is None:
                 topic_bytes = topic_cache[msg.topic] = msg.topic.encode()
             size = header + len(topic_bytes) + len(msg.properties) + len(msg.body)
-            sizes.append(size)
-            total += size
-        if pos + total + record.END_FILE_MIN_BLANK_LENGTH <= seg_end:
-            runs = [(pos, 0, len(msgs))]  # the common case: the batch fits the segment
-            blanks: list[tuple[int, int]] = []
-        else:
-            runs, blanks, seg_end = self._plan_runs(pos, seg_end, sizes)
-        created = self._create_segments(
-            [b for b in range(self._next_segment_base(), seg_end, segment_size)]
-        )
-        chunks: list[tuple[int, bytes | bytearray]] = [
-            (blank_pos, record.encode_blank(blank_len)) for blank_pos, blank_len in blanks
-        ]
-        results: list[AppendedRecord] = []
-        assigned: dict[tuple[str, int], int] = {}
-        offsets = self.queue_offsets
-        encode = record.encode_into
-        for start, first, stop in runs:
-            buf = bytearray(sum(sizes[first:stop]))
-            rel = 0
-            for k in range(first, stop):
-                msg = msgs[k]
-                key = (msg.topic, msg.queue_id)
-                qoff = assigned.get(key)
-                if qoff is None:
-                    qoff = offsets.get(key, 0)
-                assigned[key] = qoff + 1
-                size = encode(
-                    buf,
-                    rel,
-                    msg,
-                    topic_cache[msg.topic],
-                    queue_offset=qoff,
-                    physical_offset=start + rel,
-                    store_timestamp=store_timestamp,
-                )
-                results.append(AppendedRecord(start + rel, qoff, size))
-                rel += size
-            chunks.append((start, buf))
-        chunks.sort(key=lambda c: c[0])
-        end = runs[-1][0] + sum(sizes[runs[-1][1] : runs[-1][2]])
+            if pos + size + blank_room > seg_end:
+                if pieces:
+                    chunks.append((run_start, pos, pieces))
+                    pieces = []
+                chunks.append((pos, seg_end, [record.encode_blank(seg_end - pos)]))
+                pos = run_start = seg_end
+                seg_end += segment_size
+            key = (msg.topic, msg.queue_id)
+            qoff = offsets.get(key, 0)
+            if key not in undo:
+                undo[key] = qoff
+            offsets[key] = qoff + 1
+            encode(pieces, msg, topic_bytes, qoff, pos, store_timestamp)
+            results.append(AppendedRecord(pos, qoff, size))
+            pos += size
+        chunks.append((run_start, pos, pieces))
+        try:
+            created = self._create_segments(
+                list(range(self._next_segment_base(), seg_end, segment_size))
+            )
+        except BaseException:
+            offsets.update(undo)
+            raise
         if defer_write:
-            offsets.update(assigned)
             with self._lock:
                 self._unwritten.extend(chunks)
-                self.write_offset = end
+                self.write_offset = pos
             return results
         try:
             self._write_chunks(chunks)
         except BaseException:
+            offsets.update(undo)
             self._drop_segments(created)
             self._zero_unacknowledged_tail()
             raise
-        offsets.update(assigned)
-        self.write_offset = self.committed_offset = end
+        self.write_offset = self.committed_offset = pos
         return results
 
-    def _plan_runs(
-        self, pos: int, seg_end: int, sizes: list[int]
-    ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]], int]:
-        """Split a batch at segment ends: runs of (start offset, first, stop) and blank
-        fillers of (offset, length); returns the end of the last segment used."""
-        segment_size = self.segment_size
-        runs: list[tuple[int, int, int]] = []
-        blanks: list[tuple[int, int]] = []
-        run_start, first = pos, 0
-        for k, size in enumerate(sizes):
-            if pos + size + record.END_FILE_MIN_BLANK_LENGTH > seg_end:
-                blanks.append((pos, seg_end - pos))
-                if k > first:
-                    runs.append((run_start, first, k))
-                pos = run_start = seg_end
-                first = k
-                seg_end += segment_size
-            pos += size
-        runs.append((run_start, first, len(sizes)))
-        return runs, blanks, seg_end
-
-    def _write_chunks(self, chunks: list[tuple[int, bytes | bytearray]]) -> None:
-        """pwritev runs of contiguous chunks, one call per segment touched."""
+    def _write_chunks(self, chunks: list[tuple[int, int, list[bytes]]]) -> None:
+        """Write chunks of pieces with pwritev, merging neighbours in one segment (the
+        flush thread commits many appends at once)."""
         i = 0
         while i < len(chunks):
-            start = chunks[i][0]
+            start, end, pieces = chunks[i]
             seg = self._segment_for(start)
-            bufs = [chunks[i][1]]
-            pos = start + len(chunks[i][1])
+            merged = list(pieces)
             i += 1
-            while i < len(chunks) and chunks[i][0] == pos and pos < seg.end and len(bufs) < 1024:
-                bufs.append(chunks[i][1])
-                pos += len(chunks[i][1])
+            while i < len(chunks) and chunks[i][0] == end and end < seg.end:
+                merged += chunks[i][2]
+                end = chunks[i][1]
                 i += 1
-            seg.pwritev(start, bufs)
+            if merged:
+                seg.pwritev(start, merged, end - start)
 
     def commit(self) -> int:
         """Write bytes appended with ``defer_write`` to the segment files; safe to call

@@ -169,6 +169,19 @@ class ConsumeQueue:
         return f
 
     def put(self, index: int, physical_offset: int, size: int, tags_code: int) -> None:
+        last = self._files[-1] if self._files else None
+        if (
+            index == self.max_index
+            and last is not None
+            and last.start_index <= index < last.end_index
+        ):
+            # The common case: the next entry, in the current file.
+            CQ_UNIT.pack_into(
+                last.mm, (index - last.start_index) * CQ_UNIT_SIZE, physical_offset, size, tags_code
+            )
+            last.dirty = True
+            self.max_index = index + 1
+            return
         if index < self.max_index:
             existing = self.get(index)
             if existing is not None and existing.physical_offset == physical_offset:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from rocketcluster.api.names import topic_name_problem
+from rocketcluster.broker.store.commitlog import AppendedRecord
 from rocketcluster.broker.store.consumequeue import ConsumeQueue
 from rocketcluster.broker.store.index import IndexRequest, IndexService
+from rocketcluster.broker.store.record import MessageToStore
 
 log = logging.getLogger(__name__)
 
@@ -90,51 +92,77 @@ class ConsumeQueueTable:
 
 
 class Dispatcher:
-    """Holds appended-but-not-dispatched records and dispatches them in order."""
+    """Holds appended-but-not-dispatched records and dispatches them in order.
+
+    Pending work is kept per appended batch (the messages and where they landed), so
+    the write path creates no per-record objects for dispatch.
+    """
 
     def __init__(self, queues: ConsumeQueueTable, index: IndexService, start: int) -> None:
         self._queues = queues
         self._index = index
-        self._pending: collections.deque[DispatchRequest] = collections.deque()
+        self._pending: collections.deque[PendingBatch] = collections.deque()
+        self._pending_records = 0
         # Every record ending at or below this offset is dispatched.
         self.dispatched_offset = start
         self.stalled: BaseException | None = None
 
+    def add_batch(self, msgs: Sequence[MessageToStore], records: list[AppendedRecord]) -> None:
+        self._pending.append(PendingBatch(msgs, records, 0))
+        self._pending_records += len(records)
+
     def add(self, request: DispatchRequest) -> None:
-        self._pending.append(request)
+        """Queue one record known only by its dispatch request (replication)."""
+        self.add_requests([request])
+
+    def add_requests(self, requests: list[DispatchRequest]) -> None:
+        self._pending.append(PendingBatch(None, requests, 0))
+        self._pending_records += len(requests)
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
-
-    def drop_pending_from(self, physical_offset: int) -> None:
-        while self._pending and self._pending[-1].physical_offset >= physical_offset:
-            self._pending.pop()
+        return self._pending_records
 
     def dispatch_until(self, limit: int) -> int:
         """Dispatch pending records that end at or below ``limit``; returns how many.
 
-        If writing fails (a full disk under the index), the batch stays pending and is
-        retried: consume-queue puts and index adds are both idempotent.
+        If writing fails (a full disk under a new consume-queue file), the records stay
+        pending and are retried: consume-queue puts are idempotent. Index entries go to
+        the index's own writer thread, which retries by itself.
         """
-        pending = self._pending
-        if not pending or pending[0].physical_offset + pending[0].size > limit:
+        requests: list[DispatchRequest] = []
+        taken: list[tuple[PendingBatch, int]] = []
+        for batch in self._pending:
+            records = batch.records
+            start = batch.done
+            stop = start
+            while (
+                stop < len(records) and records[stop].physical_offset + records[stop].size <= limit
+            ):
+                stop += 1
+            if stop > start:
+                requests.extend(batch.requests(start, stop))
+                taken.append((batch, stop))
+            if stop < len(records):
+                break
+        if not requests:
             return 0
-        batch: list[DispatchRequest] = []
-        while pending and pending[0].physical_offset + pending[0].size <= limit:
-            batch.append(pending.popleft())
         try:
-            self.apply(batch)
+            self.apply(requests)
         except Exception as exc:
-            pending.extendleft(reversed(batch))
             if self.stalled is None:
-                log.error("dispatch stalled at %d: %s", batch[0].physical_offset, exc)
+                log.error("dispatch stalled at %d: %s", requests[0].physical_offset, exc)
             self.stalled = exc
             return 0
         self.stalled = None
-        last = batch[-1]
+        for batch, stop in taken:
+            batch.done = stop
+        while self._pending and self._pending[0].done == len(self._pending[0].records):
+            self._pending.popleft()
+        self._pending_records -= len(requests)
+        last = requests[-1]
         self.dispatched_offset = last.physical_offset + last.size
-        return len(batch)
+        return len(requests)
 
     def apply(self, batch: list[DispatchRequest]) -> None:
         queues = self._queues
@@ -151,5 +179,36 @@ class Dispatcher:
                 index_requests.append(
                     IndexRequest(req.topic, req.physical_offset, req.size, req.msg_id, req.keys)
                 )
-        if index_requests:
-            self._index.add(index_requests)
+        last = batch[-1]
+        self._index.submit(index_requests, last.physical_offset + last.size)
+
+
+class PendingBatch:
+    """Records of one append waiting for dispatch; ``done`` of them already are."""
+
+    __slots__ = ("done", "msgs", "records")
+
+    def __init__(
+        self,
+        msgs: Sequence[MessageToStore] | None,
+        records: Sequence[AppendedRecord] | Sequence[DispatchRequest],
+        done: int,
+    ) -> None:
+        self.msgs = msgs
+        self.records = records
+        self.done = done
+
+    def requests(self, start: int, stop: int) -> list[DispatchRequest]:
+        if self.msgs is None:
+            return list(self.records[start:stop])  # type: ignore[arg-type]
+        msgs = self.msgs
+        out = []
+        for k in range(start, stop):
+            msg = msgs[k]
+            phys, qoff, size = self.records[k]  # type: ignore[misc]
+            out.append(
+                DispatchRequest(
+                    msg.topic, msg.queue_id, qoff, phys, size, msg.tags_code, msg.msg_id, msg.keys
+                )
+            )
+        return out

@@ -71,7 +71,7 @@ class Housekeeping:
     async def checkpoint(self) -> None:
         store = self._store
         queues = list(store.queues)
-        covered = store.dispatched_offset
+        covered = min(store.dispatched_offset, store.index.indexed_offset)
 
         def flush() -> None:
             for cq in queues:

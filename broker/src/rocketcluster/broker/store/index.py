@@ -6,11 +6,19 @@ key is ``kind | name | 0x00 | commit-log offset (u64)``: re-adding the same reco
 after recovery is idempotent, and lookups verify the record they find, so entries
 left behind by a truncated tail are harmless. The index is derived data: it is
 flushed with the consume queues and rebuilt from the commit log when it is lost.
+
+Writes run on a thread of their own (``submit``): LMDB releases the GIL while it
+inserts and commits, so indexing uses the second core instead of the event loop's.
+``indexed_offset`` says how far the index has caught up.
 """
 
 from __future__ import annotations
 
+import collections
+import logging
 import struct
+import threading
+import time
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,6 +30,8 @@ if TYPE_CHECKING:
     from lmdb import _Database
 
 from rocketcluster.broker.store.errors import DiskFullError, StoreError
+
+log = logging.getLogger(__name__)
 
 KIND_ID: Final = b"i"
 KIND_KEY: Final = b"k"
@@ -76,6 +86,76 @@ class IndexService:
         if self._tables:
             with self._env.begin() as txn:
                 self._current_count = txn.stat(self._tables[-1][1])["entries"]
+        self._queue: collections.deque[tuple[list[IndexRequest], int]] = collections.deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.indexed_offset = 0
+        self.failure: BaseException | None = None
+
+    # -- the writer thread -------------------------------------------------------
+
+    def start(self, indexed_offset: int) -> None:
+        """Start the writer thread; everything below ``indexed_offset`` is indexed."""
+        self.indexed_offset = indexed_offset
+        self._thread = threading.Thread(target=self._run, name="index-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, requests: list[IndexRequest], end_offset: int) -> None:
+        """Queue records for the writer thread (the caller's thread never blocks)."""
+        with self._cond:
+            self._queue.append((requests, end_offset))
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                work = list(self._queue)
+            requests = [r for batch, _ in work for r in batch]
+            try:
+                self.add(requests)
+            except Exception as exc:  # a full disk: keep the work, retry in a second
+                if self.failure is None:
+                    log.error("index writes failing, retrying: %s", exc)
+                self.failure = exc
+                if self._stopping:
+                    return
+                time.sleep(1.0)
+                continue
+            self.failure = None
+            with self._cond:
+                # stop(drain=False) may have emptied the queue meanwhile.
+                for _ in range(min(len(work), len(self._queue))):
+                    self._queue.popleft()
+                self.indexed_offset = max(self.indexed_offset, work[-1][1])
+                self._cond.notify_all()
+
+    def wait_indexed(self, offset: int, timeout: float) -> bool:
+        """Block until everything below ``offset`` is indexed (or the timeout)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.indexed_offset < offset and self._thread is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or self.failure is not None:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def stop(self, *, drain: bool = True) -> None:
+        """Stop the thread, after finishing queued work unless ``drain`` is false (or
+        the work keeps failing)."""
+        with self._cond:
+            if not drain:
+                self._queue.clear()
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
 
     def add(self, requests: Iterable[IndexRequest]) -> None:
         """Index a batch of dispatched records in one write transaction."""
@@ -176,4 +256,5 @@ class IndexService:
         self._env.sync(True)
 
     def close(self) -> None:
+        self.stop()
         self._env.close()

@@ -23,7 +23,7 @@ from rocketcluster.api.names import topic_name_problem
 from rocketcluster.broker.store.checkpoint import StoreCheckpoint
 from rocketcluster.broker.store.commitlog import AppendedRecord, CommitLog
 from rocketcluster.broker.store.config import FlushMode, StoreConfig
-from rocketcluster.broker.store.dispatch import ConsumeQueueTable, Dispatcher, DispatchRequest
+from rocketcluster.broker.store.dispatch import ConsumeQueueTable, Dispatcher
 from rocketcluster.broker.store.errors import (
     DiskFullError,
     GetStatus,
@@ -129,6 +129,7 @@ class MessageStore:
             timeout_ms=cfg.sync_flush_timeout_ms,
         )
         self._flush.start()
+        self.index.start(self.commitlog.write_offset)
         self._housekeeping = Housekeeping(self)
         self._refresh_disk_usage()
         self._housekeeping.start()
@@ -169,8 +170,7 @@ class MessageStore:
         self._flush.stop()
         if self._failure is None:
             self._dispatch_now()
-            self._flush_logics()
-            self._write_checkpoint(clean=True)
+            self._write_checkpoint(clean=True, logics=self._flush_logics())
         self._release()
 
     def abandon(self) -> None:
@@ -182,6 +182,7 @@ class MessageStore:
         self._housekeeping.cancel()
         self._flush.failure = self._flush.failure or StoreClosedError()
         self._flush.stop()
+        self.index.stop(drain=False)
         self._release()
 
     def _release(self) -> None:
@@ -223,20 +224,7 @@ class MessageStore:
         except OSError as exc:
             log.exception("commit log write failed")
             return PutResult(PutStatus.UNKNOWN_ERROR, reason=f"commit log write failed: {exc}")
-        dispatcher = self._dispatcher
-        for msg, rec in zip(msgs, appended, strict=True):
-            dispatcher.add(
-                DispatchRequest(
-                    msg.topic,
-                    msg.queue_id,
-                    rec.queue_offset,
-                    rec.physical_offset,
-                    rec.size,
-                    msg.tags_code,
-                    msg.msg_id,
-                    msg.keys,
-                )
-            )
+        self._dispatcher.add_batch(msgs, appended)
         self._flush.written()
         if self.config.flush is FlushMode.SYNC:
             end = appended[-1].physical_offset + appended[-1].size
@@ -410,12 +398,19 @@ class MessageStore:
 
     def lookup_by_id(self, msg_id: str) -> list[StoredMessage]:
         """Messages with this message id (normally one), newest first."""
+        self._catch_up_index()
         return self._verified(self.index.lookup_id(msg_id), lambda m: m.msg_id == msg_id)
 
     def lookup_by_key(self, topic: str, key: str, limit: int = 64) -> list[StoredMessage]:
+        self._catch_up_index()
         return self._verified(
             self.index.lookup_key(topic, key, limit), lambda m: m.topic == topic and key in m.keys
         )
+
+    def _catch_up_index(self) -> None:
+        """Lookups answer for everything dispatched: wait (briefly) for the index
+        writer to get there. Admin lookups are rare; the wait is milliseconds."""
+        self.index.wait_indexed(self.dispatched_offset, timeout=2.0)
 
     def _verified(
         self, entries: Sequence[tuple[int, int]], matches: Callable[[StoredMessage], bool]
@@ -455,8 +450,9 @@ class MessageStore:
         covered = self._dispatcher.dispatched_offset
         for cq in self.queues:
             cq.flush()
+        self.index.stop()  # drains the writer's queue
         self.index.sync()
-        return covered
+        return min(covered, self.index.indexed_offset)
 
     def _write_checkpoint(self, *, clean: bool, logics: int | None = None) -> None:
         flushed = self.commitlog.flushed_offset

@@ -40,6 +40,8 @@ MESSAGE_MAGIC: Final = 0xDAA320A7
 BLANK_MAGIC: Final = 0xCBD43194
 HEADER: Final = struct.Struct(">IIIIIIQQQQQHHII")
 HEADER_SIZE: Final = HEADER.size  # 76
+HEADER_HEAD: Final = struct.Struct(">III")  # total_size, magic, record_crc
+HEADER_REST: Final = struct.Struct(">IIIQQQQQHHII")  # body_crc ... body_len
 CRC_COVERED_FROM: Final = 12
 END_FILE_MIN_BLANK_LENGTH: Final = 8
 BLANK_HEADER: Final = struct.Struct(">II")
@@ -179,39 +181,24 @@ class StoredMessage:
         return self._keys
 
 
-def record_size(msg: MessageToStore) -> int:
-    return HEADER_SIZE + len(msg.topic.encode()) + len(msg.properties) + len(msg.body)
-
-
-def encode_into(
-    buf: bytearray,
-    pos: int,
+def encode_parts(
+    out: list[bytes],
     msg: MessageToStore,
     topic_bytes: bytes,
-    *,
     queue_offset: int,
     physical_offset: int,
     store_timestamp: int,
 ) -> int:
-    """Write ``msg`` at ``buf[pos:]`` and return the record size.
-
-    ``buf`` must already be large enough; the caller computes the size once and reuses
-    the encoded topic so the hot path does no repeated work.
-    """
+    """Append the record's pieces (head, rest of header, topic, properties, body) to
+    ``out`` and return its size. The pieces go to the file with one pwritev, so the
+    body is never copied in Python."""
     body = msg.body
     props = msg.properties
     tl = len(topic_bytes)
     pl = len(props)
     bl = len(body)
-    total = HEADER_SIZE + tl + pl + bl
-    body_crc = zlib.crc32(body)
-    HEADER.pack_into(
-        buf,
-        pos,
-        total,
-        MESSAGE_MAGIC,
-        0,
-        body_crc,
+    rest = HEADER_REST.pack(
+        zlib.crc32(body),
         msg.queue_id,
         msg.sys_flag,
         queue_offset,
@@ -224,15 +211,19 @@ def encode_into(
         pl,
         bl,
     )
-    p = pos + HEADER_SIZE
-    buf[p : p + tl] = topic_bytes
-    p += tl
-    buf[p : p + pl] = props
-    p += pl
-    crc = zlib.crc32(memoryview(buf)[pos + CRC_COVERED_FROM : p])
-    struct.pack_into(">I", buf, pos + 8, crc)
-    buf[p : p + bl] = body
+    total = HEADER_SIZE + tl + pl + bl
+    crc = zlib.crc32(props, zlib.crc32(topic_bytes, zlib.crc32(rest)))
+    out += (HEADER_HEAD.pack(total, MESSAGE_MAGIC, crc), rest, topic_bytes, props, body)
     return total
+
+
+def encode(
+    msg: MessageToStore, *, queue_offset: int, physical_offset: int, store_timestamp: int
+) -> bytes:
+    """One record as bytes (tests, tools)."""
+    parts: list[bytes] = []
+    encode_parts(parts, msg, msg.topic.encode(), queue_offset, physical_offset, store_timestamp)
+    return b"".join(parts)
 
 
 def encode_blank(length: int) -> bytes:
