@@ -33,7 +33,7 @@ lint: setup
 	$(RUN) ruff format --check .
 
 typecheck: setup
-	$(RUN) mypy api/src broker/src ctl/src api/tests broker/tests ctl/tests
+	$(RUN) mypy api/src broker/src controller/src ctl/src api/tests broker/tests controller/tests ctl/tests
 
 unit: setup
 	$(RUN) pytest $(PYTEST_ARGS)

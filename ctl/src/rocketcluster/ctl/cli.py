@@ -82,3 +82,37 @@ def demo_store(root: Path) -> None:
     click.echo(json.dumps(report, indent=2))
     if report["lost"]:
         raise SystemExit(1)
+
+
+@demo.command("standalone")
+@click.option(
+    "-f",
+    "--file",
+    "manifest",
+    type=click.Path(path_type=Path),
+    default=Path("examples/standalone.yaml"),
+)
+@click.option(
+    "--dir", "directory", type=click.Path(path_type=Path), default=Path(".demo/standalone")
+)
+@click.option("--count", type=int, default=200, show_default=True)
+def demo_standalone(manifest: Path, directory: Path, count: int) -> None:
+    """Start a standalone broker, produce and consume with the official client, stop."""
+    from rocketcluster.ctl.demo_standalone import run_standalone_demo
+
+    report = run_standalone_demo(manifest, directory, count)
+    click.echo(json.dumps(report, indent=2))
+    if report["missing"]:
+        raise SystemExit(1)
+
+
+def _register() -> None:
+    from rocketcluster.ctl.admin_cli import COMMANDS
+    from rocketcluster.ctl.local_cli import local
+
+    main.add_command(local)
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_register()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -98,9 +98,16 @@ class Dispatcher:
     the write path creates no per-record objects for dispatch.
     """
 
-    def __init__(self, queues: ConsumeQueueTable, index: IndexService, start: int) -> None:
+    def __init__(
+        self,
+        queues: ConsumeQueueTable,
+        index: IndexService,
+        start: int,
+        on_dispatched: Callable[[set[str]], None] | None = None,
+    ) -> None:
         self._queues = queues
         self._index = index
+        self._on_dispatched = on_dispatched
         self._pending: collections.deque[PendingBatch] = collections.deque()
         self._pending_records = 0
         # Every record ending at or below this offset is dispatched.
@@ -181,6 +188,8 @@ class Dispatcher:
                 )
         last = batch[-1]
         self._index.submit(index_requests, last.physical_offset + last.size)
+        if self._on_dispatched is not None:
+            self._on_dispatched({req.topic for req in batch})
 
 
 class PendingBatch:

@@ -85,6 +85,7 @@ class MessageStore:
         self._housekeeping: Housekeeping
         self._valid_topics: set[str] = set()
         self._dispatch_scheduled = False
+        self._dispatch_listeners: list[Callable[[set[str]], None]] = []
         self._confirm_offset: int | None = None
         # Sync flush: the flush thread writes and fsyncs each group commit in one go.
         self._defer_writes = config.flush is FlushMode.SYNC
@@ -111,7 +112,9 @@ class MessageStore:
             self.index = recovered.index
             self.recovery = recovered.report
             self.metadata = MetadataStore(cfg.metadata_dir)
-            self._dispatcher = Dispatcher(self.queues, self.index, self.commitlog.write_offset)
+            self._dispatcher = Dispatcher(
+                self.queues, self.index, self.commitlog.write_offset, self._notify_dispatched
+            )
             self.recovery.seconds = time.monotonic() - started
             self._write_checkpoint(clean=False)
         except BaseException:
@@ -326,6 +329,17 @@ class MessageStore:
         dispatcher.dispatch_until(self.dispatch_limit)
         if dispatcher.pending == 0 and dispatcher.stalled is None:
             dispatcher.dispatched_offset = min(self.commitlog.committed_offset, self.dispatch_limit)
+
+    def add_dispatch_listener(self, listener: Callable[[set[str]], None]) -> None:
+        """``listener`` gets the topics of every dispatched batch (long polling)."""
+        self._dispatch_listeners.append(listener)
+
+    def _notify_dispatched(self, topics: set[str]) -> None:
+        for listener in self._dispatch_listeners:
+            try:
+                listener(topics)
+            except Exception:
+                log.exception("dispatch listener failed")
 
     def retry_stalled_dispatch(self) -> None:
         if self._dispatcher.stalled is not None or self._dispatcher.pending:

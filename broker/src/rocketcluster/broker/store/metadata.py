@@ -156,6 +156,34 @@ class MetadataStore:
     def put_value(self, key: str, value: object) -> None:
         self._write(self._kv_db, key.encode(), json.dumps(value).encode())
 
+    def put_values(self, values: dict[str, object]) -> None:
+        """Write several named values in one synced transaction."""
+        if not values:
+            return
+        try:
+            with self._env.begin(write=True, db=self._kv_db) as txn:
+                for key, value in values.items():
+                    if value is None:
+                        txn.delete(key.encode())
+                    else:
+                        txn.put(key.encode(), json.dumps(value).encode())
+        except lmdb.Error as exc:
+            if "No space left" in str(exc) or isinstance(exc, lmdb.MapFullError):
+                raise DiskFullError(str(self.directory), 0, ": metadata values") from exc
+            raise StoreError(f"metadata write failed: {exc}") from exc
+
+    def values_with_prefix(self, prefix: str) -> dict[str, object]:
+        found: dict[str, object] = {}
+        raw_prefix = prefix.encode()
+        with self._env.begin(db=self._kv_db) as txn:
+            cursor = txn.cursor()
+            if cursor.set_range(raw_prefix):
+                for key, value in cursor:
+                    if not key.startswith(raw_prefix):
+                        break
+                    found[key.decode()] = json.loads(value)
+        return found
+
     def get_value(self, key: str) -> object:
         with self._env.begin(db=self._kv_db) as txn:
             raw = txn.get(key.encode())

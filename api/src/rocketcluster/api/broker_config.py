@@ -1,0 +1,82 @@
+"""BrokerProcessConfig: what one broker process needs, rendered from a RocketCluster by
+the operator (a ConfigMap) or by ``rocketctl local`` (a file) — the same model both
+ways, so local mode runs exactly what Kubernetes runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from rocketcluster.api.cluster import FlushPolicy, ReplicationSpec
+from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+
+CLIENT_PORT = 8081
+ADMIN_PORT = 8080
+HA_PORT = 10912
+CONTROLLER_PORT = 9878
+
+
+class MessagingTuning(BaseModel):
+    """Timings of the messaging layer; tests shorten them, production keeps defaults."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    long_polling_max_ms: int = Field(default=30_000, ge=100)
+    auto_renew_invisible_ms: int = Field(default=60_000, ge=1000)
+    min_invisible_ms: int = Field(default=1000, ge=1)
+    max_invisible_ms: int = Field(default=12 * 3600 * 1000, ge=1000)
+    max_delay_seconds: int = Field(default=3 * 86400, ge=1)
+    transaction_check_delay_ms: int = Field(default=6000, ge=100)
+    transaction_check_interval_ms: int = Field(default=30_000, ge=100)
+    transaction_check_max: int = Field(default=15, ge=1)
+    consume_state_persist_ms: int = Field(default=1000, ge=10)
+    client_expiry_ms: int = Field(default=120_000, ge=1000)
+
+
+class BrokerProcessConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    cluster: str
+    group: str
+    broker_id: int = Field(default=0, ge=0)
+    data_dir: Path
+    bind_host: str = "0.0.0.0"
+    advertised_host: str = "127.0.0.1"
+    client_port: int = Field(default=CLIENT_PORT, ge=0, le=65535)
+    admin_port: int = Field(default=ADMIN_PORT, ge=0, le=65535)
+    ha_port: int = Field(default=HA_PORT, ge=0, le=65535)
+    # What routes advertise for this group: the group endpoint that follows the master
+    # (a Service in Kubernetes, rocketctl local's proxy here); this broker by default.
+    group_endpoint: str | None = None
+    controllers: list[str] = Field(default_factory=list)
+    replication: ReplicationSpec = Field(default_factory=ReplicationSpec)
+    flush: FlushPolicy = FlushPolicy.ASYNC
+    max_message_bytes: int = 4 * 1024 * 1024
+    retention_hours: float = 72.0
+    auto_create_topics: bool = False
+    topics: list[TopicSpec] = Field(default_factory=list)
+    consumer_groups: list[ConsumerGroupSpec] = Field(default_factory=list)
+    messaging: MessagingTuning = Field(default_factory=MessagingTuning)
+    segment_size: int | None = None
+
+    @property
+    def client_endpoint(self) -> str:
+        return f"{self.advertised_host}:{self.client_port}"
+
+    @property
+    def route_endpoint(self) -> str:
+        return self.group_endpoint or self.client_endpoint
+
+    @property
+    def node_id(self) -> str:
+        return f"{self.group}-{self.broker_id}"
+
+    def save(self, path: Path) -> None:
+        path.write_text(self.model_dump_json(by_alias=True, indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> BrokerProcessConfig:
+        return cls.model_validate(json.loads(path.read_text()))

@@ -1,0 +1,1 @@
+"""Typed clients of the broker (admin REST, lean messaging) and the controller."""

@@ -1,0 +1,1 @@
+"""The broker management plane: FastAPI admin, health and metrics."""

@@ -1,0 +1,234 @@
+"""Admin REST API of a broker (FastAPI on port 8080): health, metrics, topics, consumer
+groups, offsets, message lookup and store statistics. OpenAPI at /openapi.json."""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Query, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+from rocketcluster.broker.messaging.codes import Code, MessagingError
+from rocketcluster.broker.messaging.runtime import MessagingRuntime
+from rocketcluster.broker.store import StoredMessage
+
+PREVIEW_BYTES = 4096
+
+
+class OffsetReset(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    topic: str
+    queue_id: int = Field(alias="queueId", ge=0)
+    offset: int = Field(ge=0)
+
+
+def _message_view(msg: StoredMessage) -> dict[str, Any]:
+    body = msg.body[:PREVIEW_BYTES]
+    try:
+        text: str | None = body.decode()
+    except UnicodeDecodeError:
+        text = None
+    return {
+        "messageId": msg.msg_id,
+        "topic": msg.topic,
+        "queueId": msg.queue_id,
+        "queueOffset": msg.queue_offset,
+        "commitLogOffset": msg.physical_offset,
+        "tag": msg.tag,
+        "keys": list(msg.keys),
+        "properties": msg.properties,
+        "bornTimestamp": msg.born_timestamp,
+        "storeTimestamp": msg.store_timestamp,
+        "bodySize": len(msg.body),
+        "bodyCrc32": f"{msg.body_crc:08X}",
+        "bodyText": text,
+        "bodyBase64": base64.b64encode(body).decode(),
+    }
+
+
+def _http(exc: MessagingError) -> HTTPException:
+    not_found = {Code.TOPIC_NOT_FOUND, Code.CONSUMER_GROUP_NOT_FOUND, Code.NOT_FOUND}
+    return HTTPException(404 if exc.code in not_found else 400, detail=exc.message)
+
+
+def create_admin_app(rt: MessagingRuntime, ready: Callable[[], bool]) -> FastAPI:
+    app = FastAPI(
+        title="rocketcluster broker admin",
+        version="v1",
+        description=(
+            "Topics, consumer groups, offsets, message lookup and statistics of one broker."
+        ),
+    )
+    store = rt.store
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        if ready() and not store.closed and store.failure is None:
+            return JSONResponse({"status": "ready"})
+        reason = "store failed" if store.failure else "starting"
+        return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def metrics() -> Response:
+        return Response(rt.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.get("/v1/broker")
+    def broker() -> dict[str, Any]:
+        cfg = rt.config
+        return {
+            "cluster": cfg.cluster,
+            "group": cfg.group,
+            "brokerId": cfg.broker_id,
+            "role": "master",
+            "clientEndpoint": cfg.client_endpoint,
+            "routeEndpoint": cfg.route_endpoint,
+            "commitLog": {
+                "minOffset": store.commitlog.min_offset,
+                "maxOffset": store.commitlog.write_offset,
+                "flushedOffset": store.commitlog.flushed_offset,
+                "dispatchedOffset": store.dispatched_offset,
+            },
+        }
+
+    # -- topics --------------------------------------------------------------
+
+    @app.get("/v1/topics")
+    def list_topics() -> list[dict[str, Any]]:
+        return [t.model_dump(by_alias=True) for t in rt.registry.topics()]
+
+    @app.post("/v1/topics", status_code=201)
+    def create_topic(spec: TopicSpec) -> dict[str, Any]:
+        try:
+            return rt.registry.put_topic(spec).model_dump(by_alias=True)
+        except MessagingError as exc:
+            raise _http(exc) from exc
+
+    @app.get("/v1/topics/{name}")
+    def get_topic(name: str) -> dict[str, Any]:
+        topic = rt.registry.get_topic(name)
+        if topic is None:
+            raise HTTPException(404, detail=f"topic {name!r} does not exist")
+        queues = []
+        for qid in range(topic.queues):
+            lo, hi = store.queue_offsets(name, qid)
+            queues.append({"queueId": qid, "minOffset": lo, "maxOffset": hi})
+        return {**topic.model_dump(by_alias=True), "queueOffsets": queues}
+
+    @app.delete("/v1/topics/{name}", status_code=204)
+    def delete_topic(name: str) -> Response:
+        if not rt.registry.delete_topic(name):
+            raise HTTPException(404, detail=f"topic {name!r} does not exist")
+        return Response(status_code=204)
+
+    # -- consumer groups -------------------------------------------------------
+
+    @app.get("/v1/groups")
+    def list_groups() -> list[dict[str, Any]]:
+        return [g.model_dump(by_alias=True) for g in rt.registry.groups()]
+
+    @app.post("/v1/groups", status_code=201)
+    def create_group(spec: ConsumerGroupSpec) -> dict[str, Any]:
+        return rt.registry.put_group(spec).model_dump(by_alias=True)
+
+    @app.get("/v1/groups/{name}")
+    def get_group(name: str) -> dict[str, Any]:
+        group = rt.registry.get_group(name)
+        if group is None:
+            raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
+        return group.model_dump(by_alias=True)
+
+    @app.delete("/v1/groups/{name}", status_code=204)
+    def delete_group(name: str) -> Response:
+        if not rt.registry.delete_group(name):
+            raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
+        rt.pop.forget_group(name)
+        return Response(status_code=204)
+
+    @app.get("/v1/groups/{name}/offsets")
+    def group_offsets(name: str) -> list[dict[str, Any]]:
+        if rt.registry.get_group(name) is None:
+            raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
+        rows = []
+        for (group, topic, qid), state in sorted(rt.pop.states().items()):
+            if group != name:
+                continue
+            lo, hi = store.queue_offsets(topic, qid)
+            rows.append(
+                {
+                    "topic": topic,
+                    "queueId": qid,
+                    "committedOffset": state.committed,
+                    "minOffset": lo,
+                    "maxOffset": hi,
+                    "lag": max(0, hi - state.committed),
+                    "inflight": state.inflight_count(),
+                }
+            )
+        return rows
+
+    @app.put("/v1/groups/{name}/offsets")
+    def reset_offset(name: str, body: OffsetReset) -> dict[str, Any]:
+        try:
+            rt.registry.require_group(name)
+            rt.pop.reset_offset(name, body.topic, body.queue_id, body.offset)
+        except MessagingError as exc:
+            raise _http(exc) from exc
+        return {"group": name, "topic": body.topic, "queueId": body.queue_id, "offset": body.offset}
+
+    # -- messages --------------------------------------------------------------
+
+    @app.get("/v1/messages/{message_id}")
+    def message_by_id(message_id: str) -> list[dict[str, Any]]:
+        found = store.lookup_by_id(message_id)
+        if not found:
+            raise HTTPException(404, detail=f"no message with id {message_id!r}")
+        return [_message_view(m) for m in found]
+
+    @app.get("/v1/messages")
+    def messages_by_key(
+        topic: str = Query(...), key: str = Query(...), limit: int = Query(32, ge=1, le=1000)
+    ) -> list[dict[str, Any]]:
+        return [_message_view(m) for m in store.lookup_by_key(topic, key, limit)]
+
+    # -- statistics --------------------------------------------------------------
+
+    @app.get("/v1/stats")
+    def stats() -> dict[str, Any]:
+        clog = store.commitlog
+        report = store.recovery
+        return {
+            "time": time.time(),
+            "commitLog": {
+                "minOffset": clog.min_offset,
+                "maxOffset": clog.write_offset,
+                "flushedOffset": clog.flushed_offset,
+                "segments": len(clog.segments),
+                "bytesOnDisk": clog.size_bytes(),
+            },
+            "dispatchedOffset": store.dispatched_offset,
+            "consumeQueues": len(store.queues),
+            "diskUsedRatio": store.disk_used_ratio,
+            "timers": {"pending": rt.timers.pending(), "delivered": rt.timers.delivered},
+            "transactions": rt.transactions.counts(),
+            "clients": len(rt.clients.sessions()),
+            "recovery": {
+                "seconds": report.seconds,
+                "cleanShutdown": report.clean_shutdown,
+                "stopReason": report.stop_reason,
+                "recordsRedispatched": report.records_redispatched,
+                "quarantined": [q.reason for q in report.quarantined],
+                "warnings": report.warnings,
+            },
+        }
+
+    return app

@@ -1,0 +1,282 @@
+"""MessagingRuntime: the messaging layer of one broker, wired together.
+
+It owns the services (send, pop, timers, transactions, clients, filters) over one
+MessageStore and runs their background tasks; the gRPC servicer and the admin API
+both talk to it. Keeping it separate from the store lets several client-facing
+processes share one store later (DESIGN §9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
+from rocketcluster.api.broker_config import BrokerProcessConfig
+from rocketcluster.api.names import dlq_topic
+from rocketcluster.broker.messaging import properties as prop
+from rocketcluster.broker.messaging.clients import ClientRegistry
+from rocketcluster.broker.messaging.convert import copy_to, to_pb
+from rocketcluster.broker.messaging.filters import FilterCache
+from rocketcluster.broker.messaging.notify import ArrivalNotifier
+from rocketcluster.broker.messaging.pop import PopService
+from rocketcluster.broker.messaging.registry import TopicRegistry
+from rocketcluster.broker.messaging.send import SendOutcome, SendService
+from rocketcluster.broker.messaging.service import backoff_policy
+from rocketcluster.broker.messaging.timers import TimerService
+from rocketcluster.broker.messaging.transactions import TransactionService
+from rocketcluster.broker.metrics import BrokerMetrics
+from rocketcluster.broker.store import MessageStore, StoredMessage
+
+log = logging.getLogger(__name__)
+
+UPKEEP_SECONDS = 0.25
+LONG_POLLING_ADVERTISED_S = 20
+
+
+class MessagingRuntime:
+    def __init__(
+        self, config: BrokerProcessConfig, store: MessageStore, metrics: BrokerMetrics
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.metrics = metrics
+        self.tuning = config.messaging
+        self.store_host = config.client_endpoint
+        self.registry = TopicRegistry(store.metadata, auto_create=config.auto_create_topics)
+        self.registry.apply_declared(config.topics, config.consumer_groups)
+        self.notifier = ArrivalNotifier()
+        store.add_dispatch_listener(self._dispatched)
+        self.clients = ClientRegistry(self.tuning.client_expiry_ms / 1000)
+        self.filters = FilterCache()
+        self.send = SendService(
+            store,
+            self.registry,
+            max_body=config.max_message_bytes,
+            max_delay_s=self.tuning.max_delay_seconds,
+        )
+        self.pop = PopService(store, self.notifier, self.tuning, self.dead_letter)
+        self.timers = TimerService(store, config.data_dir / "timers")
+        self.transactions = TransactionService(
+            store, config.data_dir / "transactions", self.clients, self.tuning, self._orphan_message
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+        self._register_gauges()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self.timers.run(), name="timers"),
+            loop.create_task(self.transactions.run(), name="transactions"),
+            loop.create_task(self._upkeep(), name="messaging-upkeep"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        try:
+            self.pop.persist()
+        finally:
+            self.timers.close()
+            self.transactions.close()
+
+    async def _upkeep(self) -> None:
+        elapsed = 0.0
+        while True:
+            await asyncio.sleep(UPKEEP_SECONDS)
+            elapsed += UPKEEP_SECONDS
+            try:
+                alive = self.clients.alive()
+                self.pop.renew(alive)
+                for client_id in self.clients.expired():
+                    self.pop.release_client(client_id)
+                if elapsed * 1000 >= self.tuning.consume_state_persist_ms:
+                    elapsed = 0.0
+                    self.pop.persist()
+            except Exception:
+                log.exception("messaging upkeep failed; retrying")
+
+    # -- hooks -----------------------------------------------------------------
+
+    def _dispatched(self, topics: set[str]) -> None:
+        self.notifier.notify(topics)
+        if prop.TIMER_TOPIC in topics:
+            self.timers.wake()
+
+    def after_send(self, messages: Sequence[pb.Message], outcomes: Sequence[SendOutcome]) -> None:
+        per_topic: dict[str, tuple[int, int]] = {}
+        for msg, outcome in zip(messages, outcomes, strict=True):
+            if outcome.code == pb.Code.OK:
+                count, size = per_topic.get(msg.topic.name, (0, 0))
+                per_topic[msg.topic.name] = (count + 1, size + len(msg.body))
+        for topic, (count, size) in per_topic.items():
+            self.metrics.produced(topic, count, size)
+
+    async def dead_letter(self, group: str, msg: StoredMessage, attempts: int) -> bool:
+        topic = self.registry.ensure_system_topic(dlq_topic(group))
+        copy = copy_to(
+            msg,
+            topic.name,
+            0,
+            extra={
+                prop.ORIGIN_TOPIC: msg.topic,
+                prop.ORIGIN_GROUP: group,
+                prop.DLQ_DELIVERY_ATTEMPTS: str(attempts),
+            },
+        )
+        result = await self.store.put(copy)
+        if result.ok:
+            self.metrics.dead_lettered(msg.topic, group)
+            log.info(
+                "message %s of %s moved to %s after %d attempts",
+                msg.msg_id,
+                msg.topic,
+                topic.name,
+                attempts,
+            )
+        else:
+            log.warning("moving %s to %s failed: %s", msg.msg_id, topic.name, result.reason)
+        return result.ok
+
+    def _orphan_message(self, half: StoredMessage, topic: str) -> pb.Message:
+        message = to_pb(
+            half,
+            namespace="",
+            receipt_handle="",
+            attempt=1,
+            store_host=self.store_host,
+            invisible_ms=0,
+        )
+        message.topic.name = topic
+        message.system_properties.message_type = pb.MessageType.TRANSACTION
+        for key in (prop.REAL_TOPIC, prop.REAL_QUEUE_ID):
+            message.user_properties.pop(key, None)
+        return message
+
+    # -- protocol answers --------------------------------------------------------
+
+    def broker_pb(self) -> pb.Broker:
+        host, _, port = self.config.route_endpoint.rpartition(":")
+        return pb.Broker(
+            name=self.config.group,
+            id=0,
+            endpoints=pb.Endpoints(
+                scheme=pb.AddressScheme.IPv4 if _is_ipv4(host) else pb.AddressScheme.DOMAIN_NAME,
+                addresses=[pb.Address(host=host, port=int(port))],
+            ),
+        )
+
+    def settings_reply(self, client_id: str, settings: pb.Settings) -> pb.Settings:
+        """What the client gets back on Telemetry: its settings, with the server's
+        limits and policies filled in (the push consumer waits for this)."""
+        self.clients.apply_settings(client_id, settings)
+        reply = pb.Settings()
+        reply.CopyFrom(settings)
+        reply.metric.on = False
+        if settings.client_type == pb.ClientType.PRODUCER:
+            reply.publishing.max_body_size = self.config.max_message_bytes
+            reply.publishing.validate_message_type = True
+            if not settings.HasField("backoff_policy"):
+                reply.backoff_policy.max_attempts = 3
+                reply.backoff_policy.exponential_backoff.initial.FromMilliseconds(10)
+                reply.backoff_policy.exponential_backoff.max.FromSeconds(1)
+                reply.backoff_policy.exponential_backoff.multiplier = 2
+        elif settings.HasField("subscription"):
+            group = self.registry.get_group(settings.subscription.group.name)
+            fifo = bool(group and group.fifo)
+            attempts = group.max_delivery_attempts if group else 16
+            reply.subscription.fifo = fifo
+            reply.subscription.receive_batch_size = 32
+            reply.subscription.long_polling_timeout.FromSeconds(
+                min(LONG_POLLING_ADVERTISED_S, self.tuning.long_polling_max_ms // 1000)
+            )
+            reply.backoff_policy.CopyFrom(backoff_policy(attempts, fifo))
+        return reply
+
+    # -- gauges ------------------------------------------------------------------
+
+    def _register_gauges(self) -> None:
+        m = self.metrics
+        m.gauge("rocketmq_consumer_lag_messages", "Messages not yet acknowledged", self._lag)
+        m.gauge(
+            "rocketmq_consumer_lag_latency",
+            "Age in seconds of the oldest unacked message",
+            self._lag_latency,
+        )
+        m.gauge(
+            "rocketmq_consumer_inflight_messages",
+            "Messages delivered, not yet acked",
+            self._inflight,
+        )
+        m.gauge("rocketmq_storage_size", "Bytes of commit log on disk", self._storage)
+        m.gauge(
+            "rocketmq_topic_number", "Topics", lambda: [({}, float(len(self.registry.topics())))]
+        )
+        m.gauge(
+            "rocketmq_consumer_group_number",
+            "Consumer groups",
+            lambda: [({}, float(len(self.registry.groups())))],
+        )
+        m.gauge(
+            "rocketmq_timer_pending_messages",
+            "Delay messages waiting",
+            lambda: [({}, float(self.timers.pending()))],
+        )
+
+    def _per_group_topic(self) -> dict[tuple[str, str], list[Any]]:
+        grouped: dict[tuple[str, str], list[Any]] = {}
+        for (group, topic, qid), state in self.pop.states().items():
+            grouped.setdefault((group, topic), []).append((qid, state))
+        return grouped
+
+    def _lag(self) -> list[tuple[dict[str, str], float]]:
+        out = []
+        for (group, topic), states in self._per_group_topic().items():
+            lag = 0
+            for qid, state in states:
+                lag += max(0, self.store.queue_offsets(topic, qid)[1] - state.committed)
+            out.append(({"topic": topic, "consumer_group": group}, float(lag)))
+        return out
+
+    def _lag_latency(self) -> list[tuple[dict[str, str], float]]:
+        import time
+
+        now = time.time()
+        out = []
+        for (group, topic), states in self._per_group_topic().items():
+            oldest = 0.0
+            for qid, state in states:
+                cq = self.store.queues.get(topic, qid)
+                entry = None if cq is None else cq.get(state.committed)
+                if entry is not None and entry.physical_offset >= self.store.commitlog.min_offset:
+                    msg = self.store.read_message(entry.physical_offset, entry.size)
+                    oldest = max(oldest, now - msg.store_timestamp / 1000)
+            out.append(({"topic": topic, "consumer_group": group}, oldest))
+        return out
+
+    def _inflight(self) -> list[tuple[dict[str, str], float]]:
+        return [
+            (
+                {"topic": topic, "consumer_group": group},
+                float(sum(s.inflight_count() for _, s in states)),
+            )
+            for (group, topic), states in self._per_group_topic().items()
+        ]
+
+    def _storage(self) -> list[tuple[dict[str, str], float]]:
+        return [({}, float(self.store.commitlog.size_bytes()))]
+
+
+def _is_ipv4(host: str) -> bool:
+    parts = host.split(".")
+    return len(parts) == 4 and all(p.isdigit() and 0 <= int(p) < 256 for p in parts)

@@ -1,0 +1,214 @@
+"""SendService: validate messages, choose queues, store them.
+
+Checks follow the Java proxy: body present and within the limit, message group
+shorter than 64 bytes, tag without ``|``, keys not blank, no reserved property names,
+the message type accepted by the topic. A message's type is TRANSACTION > DELAY
+(delivery timestamp set) > FIFO (message group set) > NORMAL. Delay messages wait in
+the timer topic and transaction halves in the half topic; everything else goes to its
+queue (FIFO: the message group's hash picks the queue, so a group stays in order).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import time
+import zlib
+from dataclasses import dataclass
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
+from rocketcluster.api.topics import MessageType, TopicSpec
+from rocketcluster.broker.messaging import properties as prop
+from rocketcluster.broker.messaging.codes import Code, MessagingError, put_code
+from rocketcluster.broker.messaging.convert import store_properties, timestamp_ms, to_store
+from rocketcluster.broker.messaging.registry import TopicRegistry
+from rocketcluster.broker.messaging.timers import encode_recall_handle
+from rocketcluster.broker.store import MessageStore, MessageToStore
+
+MAX_MESSAGE_GROUP_BYTES = 64
+MAX_PROPERTIES_BYTES = 16 * 1024
+DELIVERY_MS_THRESHOLD = 100_000_000_000  # larger numbers in .seconds are milliseconds
+
+_ACCEPTS = {
+    MessageType.NORMAL: {pb.MessageType.NORMAL},
+    MessageType.FIFO: {pb.MessageType.FIFO},
+    MessageType.DELAY: {pb.MessageType.DELAY},
+    MessageType.TRANSACTION: {pb.MessageType.TRANSACTION},
+    MessageType.MIXED: {
+        pb.MessageType.NORMAL,
+        pb.MessageType.FIFO,
+        pb.MessageType.DELAY,
+        pb.MessageType.TRANSACTION,
+    },
+}
+
+
+def accepted_types(topic: TopicSpec) -> list[int]:
+    return sorted(int(t) for t in _ACCEPTS[topic.message_type])
+
+
+@dataclass(slots=True)
+class SendOutcome:
+    code: int
+    message: str
+    message_id: str = ""
+    transaction_id: str = ""
+    offset: int = 0
+    recall_handle: str = ""
+
+
+@dataclass(slots=True)
+class _Prepared:
+    msg: pb.Message
+    record: MessageToStore
+    message_type: int
+    transaction_id: str = ""
+    recall_handle: str = ""
+
+
+class SendService:
+    def __init__(
+        self, store: MessageStore, registry: TopicRegistry, *, max_body: int, max_delay_s: int
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._max_body = max_body
+        self._max_delay_ms = max_delay_s * 1000
+        self._round_robin = itertools.count()
+
+    async def send(self, messages: list[pb.Message], client_id: str) -> list[SendOutcome]:
+        """Store ``messages`` (one batch per request); one outcome per message."""
+        prepared: list[_Prepared | SendOutcome] = []
+        for msg in messages:
+            try:
+                prepared.append(self._prepare(msg, client_id))
+            except MessagingError as exc:
+                prepared.append(
+                    SendOutcome(exc.code, exc.message, msg.system_properties.message_id)
+                )
+        good = [p for p in prepared if isinstance(p, _Prepared)]
+        outcomes: dict[int, SendOutcome] = {}
+        if good:
+            result = await self._store.put_batch([p.record for p in good])
+            code = put_code(result.status)
+            for i, p in enumerate(good):
+                if result.ok:
+                    outcomes[id(p)] = SendOutcome(
+                        Code.OK,
+                        "OK",
+                        p.record.msg_id,
+                        p.transaction_id,
+                        result.records[i].queue_offset,
+                        p.recall_handle,
+                    )
+                else:
+                    outcomes[id(p)] = SendOutcome(code, result.reason, p.record.msg_id)
+        return [p if isinstance(p, SendOutcome) else outcomes[id(p)] for p in prepared]
+
+    def _prepare(self, msg: pb.Message, client_id: str) -> _Prepared:
+        topic = self._registry.require_topic(msg.topic.name)
+        sp = msg.system_properties
+        if not sp.message_id:
+            raise MessagingError(Code.ILLEGAL_MESSAGE_ID, "message_id is required")
+        if not msg.body:
+            raise MessagingError(Code.MESSAGE_BODY_EMPTY, "message body is empty")
+        if len(msg.body) > self._max_body:
+            raise MessagingError(
+                Code.MESSAGE_BODY_TOO_LARGE,
+                f"message body of {len(msg.body)} bytes exceeds the limit of {self._max_body}",
+            )
+        if sp.tag and ("|" in sp.tag or not sp.tag.strip()):
+            raise MessagingError(Code.ILLEGAL_MESSAGE_TAG, f"tag {sp.tag!r} is not allowed")
+        if any(not k.strip() for k in sp.keys):
+            raise MessagingError(Code.ILLEGAL_MESSAGE_KEY, "message keys must not be blank")
+        if len(sp.message_group.encode()) >= MAX_MESSAGE_GROUP_BYTES:
+            raise MessagingError(
+                Code.ILLEGAL_MESSAGE_GROUP,
+                f"message group longer than {MAX_MESSAGE_GROUP_BYTES - 1} bytes",
+            )
+        reserved = sorted(k for k in msg.user_properties if k in prop.RESERVED)
+        if reserved:
+            raise MessagingError(
+                Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"reserved property names: {', '.join(reserved)}"
+            )
+        size = sum(len(k) + len(v) for k, v in msg.user_properties.items())
+        if size > MAX_PROPERTIES_BYTES:
+            raise MessagingError(
+                Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                f"user properties of {size} bytes exceed {MAX_PROPERTIES_BYTES}",
+            )
+        message_type = self._message_type(msg)
+        if message_type not in _ACCEPTS[topic.message_type]:
+            raise MessagingError(
+                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                f"topic {topic.name!r} accepts {topic.message_type.value} messages, not "
+                f"{pb.MessageType.Name(message_type)}",
+            )
+        queue_id = self._queue_for(topic, sp.message_group)
+        if message_type == pb.MessageType.DELAY:
+            return self._prepare_delay(msg, topic, queue_id, message_type)
+        if message_type == pb.MessageType.TRANSACTION:
+            txn_id = secrets.token_hex(16).upper()
+            extra = {
+                prop.REAL_TOPIC: topic.name,
+                prop.REAL_QUEUE_ID: str(queue_id),
+                prop.TRANSACTION_ID: txn_id,
+                prop.PRODUCER_CLIENT: client_id,
+            }
+            half = self._registry.ensure_system_topic(prop.HALF_TOPIC)
+            props = store_properties(msg, message_type, extra)
+            record = to_store(msg, half.name, 0, message_type, props)
+            return _Prepared(msg, record, message_type, transaction_id=txn_id)
+        props = store_properties(msg, message_type)
+        return _Prepared(
+            msg, to_store(msg, topic.name, queue_id, message_type, props), message_type
+        )
+
+    def _prepare_delay(
+        self, msg: pb.Message, topic: TopicSpec, queue_id: int, message_type: int
+    ) -> _Prepared:
+        deliver_ms = delivery_ms(msg.system_properties)
+        now = int(time.time() * 1000)
+        if deliver_ms - now > self._max_delay_ms:
+            raise MessagingError(
+                Code.ILLEGAL_DELIVERY_TIME,
+                f"delivery time is more than {self._max_delay_ms // 1000} s away",
+            )
+        extra = {prop.DELIVERY_TIMESTAMP: str(deliver_ms)}
+        if deliver_ms <= now:  # already due: deliver it right away
+            props = store_properties(msg, message_type, extra)
+            return _Prepared(
+                msg, to_store(msg, topic.name, queue_id, message_type, props), message_type
+            )
+        extra |= {prop.REAL_TOPIC: topic.name, prop.REAL_QUEUE_ID: str(queue_id)}
+        timer = self._registry.ensure_system_topic(prop.TIMER_TOPIC)
+        props = store_properties(msg, message_type, extra)
+        record = to_store(msg, timer.name, 0, message_type, props)
+        handle = encode_recall_handle(topic.name, msg.system_properties.message_id, deliver_ms)
+        return _Prepared(msg, record, message_type, recall_handle=handle)
+
+    @staticmethod
+    def _message_type(msg: pb.Message) -> int:
+        sp = msg.system_properties
+        if sp.message_type == pb.MessageType.TRANSACTION:
+            return int(pb.MessageType.TRANSACTION)
+        if sp.HasField("delivery_timestamp"):
+            return int(pb.MessageType.DELAY)
+        if sp.message_group:
+            return int(pb.MessageType.FIFO)
+        return int(pb.MessageType.NORMAL)
+
+    def _queue_for(self, topic: TopicSpec, message_group: str) -> int:
+        if message_group:
+            return zlib.crc32(message_group.encode()) % topic.queues
+        return next(self._round_robin) % topic.queues
+
+
+def delivery_ms(sp: pb.SystemProperties) -> int:
+    """The client writes the user's number into ``.seconds``: the official examples
+    pass seconds, the client's own tests milliseconds; a huge value is milliseconds."""
+    seconds = sp.delivery_timestamp.seconds
+    if seconds > DELIVERY_MS_THRESHOLD:
+        return int(seconds)
+    return timestamp_ms(sp.delivery_timestamp)

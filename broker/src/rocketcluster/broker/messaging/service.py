@@ -1,0 +1,469 @@
+"""MessagingServicer: ``apache.rocketmq.v2.MessagingService`` on grpc.aio.
+
+Thin by design: each RPC checks its request, calls the service that owns the
+behaviour (send, pop, timers, transactions, clients) and turns expected failures into
+the response's ``status`` (never a gRPC error): the official clients read the status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import grpc
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc
+
+from rocketcluster.broker.messaging.codes import OK_STATUS, Code, MessagingError, status
+from rocketcluster.broker.messaging.convert import duration_ms, to_pb
+from rocketcluster.broker.messaging.filters import FilterSyntaxError
+from rocketcluster.broker.messaging.send import accepted_types
+
+if TYPE_CHECKING:
+    from rocketcluster.broker.messaging.runtime import MessagingRuntime
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+DEFAULT_BATCH = 32
+MAX_BATCH = 1024
+DEADLINE_MARGIN_S = 0.3
+CUSTOMIZED_BACKOFF_S = (
+    1,
+    5,
+    10,
+    30,
+    60,
+    120,
+    180,
+    240,
+    300,
+    360,
+    420,
+    480,
+    540,
+    600,
+    1200,
+    1800,
+    3600,
+    7200,
+)
+
+
+def _metadata(context: grpc.aio.ServicerContext[Any, Any], key: str) -> str:
+    for k, v in context.invocation_metadata() or ():
+        if k == key:
+            return v if isinstance(v, str) else v.decode()
+    return ""
+
+
+def client_id_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    client_id = _metadata(context, "x-mq-client-id")
+    if not client_id:
+        raise MessagingError(Code.CLIENT_ID_REQUIRED, "the x-mq-client-id header is required")
+    return client_id
+
+
+class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
+    def __init__(self, runtime: MessagingRuntime) -> None:
+        self._rt = runtime
+
+    # -- helpers -----------------------------------------------------------------
+
+    async def _unary(
+        self,
+        rpc: str,
+        context: grpc.aio.ServicerContext[Any, Any],
+        build: Callable[[pb.Status], R],
+        handler: Callable[[str], Any],
+    ) -> R:
+        started = time.perf_counter()
+        code = Code.OK
+        try:
+            client_id = client_id_of(context)
+            result = handler(client_id)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result  # type: ignore[no-any-return]
+        except MessagingError as exc:
+            code = exc.code
+            return build(exc.to_status())
+        except Exception as exc:
+            log.exception("%s failed", rpc)
+            code = Code.INTERNAL_ERROR
+            return build(status(Code.INTERNAL_ERROR, f"{rpc} failed: {exc}"))
+        finally:
+            self._rt.metrics.observe_rpc(rpc, code, time.perf_counter() - started)
+
+    def _queue(self, topic_name: str, namespace: str, qid: int) -> pb.MessageQueue:
+        topic = self._rt.registry.require_topic(topic_name)
+        return pb.MessageQueue(
+            topic=pb.Resource(resource_namespace=namespace, name=topic_name),
+            id=qid,
+            permission=pb.Permission.READ_WRITE,
+            broker=self._rt.broker_pb(),
+            accept_message_types=accepted_types(topic),
+        )
+
+    # -- routes and clients --------------------------------------------------------
+
+    async def QueryRoute(
+        self, request: spb.QueryRouteRequest, context: Any
+    ) -> spb.QueryRouteResponse:
+        def handle(client_id: str) -> spb.QueryRouteResponse:
+            name = request.topic.name
+            topic = self._rt.registry.require_topic(name)
+            ns = request.topic.resource_namespace
+            queues = [self._queue(name, ns, q) for q in range(topic.queues)]
+            return spb.QueryRouteResponse(status=OK_STATUS, message_queues=queues)
+
+        return await self._unary(
+            "QueryRoute", context, lambda s: spb.QueryRouteResponse(status=s), handle
+        )
+
+    async def Heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
+        def handle(client_id: str) -> spb.HeartbeatResponse:
+            self._rt.clients.touch(
+                client_id, group=request.group.name, client_type=request.client_type
+            )
+            return spb.HeartbeatResponse(status=OK_STATUS)
+
+        return await self._unary(
+            "Heartbeat", context, lambda s: spb.HeartbeatResponse(status=s), handle
+        )
+
+    async def QueryAssignment(
+        self, request: spb.QueryAssignmentRequest, context: Any
+    ) -> spb.QueryAssignmentResponse:
+        def handle(client_id: str) -> spb.QueryAssignmentResponse:
+            group = self._rt.registry.require_group(request.group.name)
+            topic = self._rt.registry.require_topic(request.topic.name)
+            ns = request.topic.resource_namespace
+            qids = range(topic.queues) if group.fifo else [-1]
+            assignments = [
+                pb.Assignment(message_queue=self._queue(topic.name, ns, q)) for q in qids
+            ]
+            return spb.QueryAssignmentResponse(status=OK_STATUS, assignments=assignments)
+
+        return await self._unary(
+            "QueryAssignment", context, lambda s: spb.QueryAssignmentResponse(status=s), handle
+        )
+
+    async def NotifyClientTermination(
+        self, request: spb.NotifyClientTerminationRequest, context: Any
+    ) -> spb.NotifyClientTerminationResponse:
+        def handle(client_id: str) -> spb.NotifyClientTerminationResponse:
+            self._rt.pop.release_client(client_id)
+            self._rt.clients.remove(client_id)
+            return spb.NotifyClientTerminationResponse(status=OK_STATUS)
+
+        return await self._unary(
+            "NotifyClientTermination",
+            context,
+            lambda s: spb.NotifyClientTerminationResponse(status=s),
+            handle,
+        )
+
+    async def Telemetry(
+        self, request_iterator: AsyncIterator[spb.TelemetryCommand], context: Any
+    ) -> AsyncIterator[spb.TelemetryCommand]:
+        try:
+            client_id = client_id_of(context)
+        except MessagingError as exc:
+            yield spb.TelemetryCommand(status=exc.to_status())
+            return
+        outbox = self._rt.clients.open_stream(client_id)
+
+        async def read() -> None:
+            try:
+                async for command in request_iterator:
+                    if command.HasField("settings"):
+                        reply = self._rt.settings_reply(client_id, command.settings)
+                        outbox.put_nowait(spb.TelemetryCommand(status=OK_STATUS, settings=reply))
+            except (grpc.aio.AioRpcError, asyncio.CancelledError):
+                pass
+            except Exception:
+                log.exception("telemetry stream of %s failed", client_id)
+            finally:
+                outbox.put_nowait(spb.TelemetryCommand())  # an empty command ends the stream
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while True:
+                command = await outbox.get()
+                if not command.ListFields():
+                    break
+                yield command
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            self._rt.clients.close_stream(client_id, outbox)
+
+    # -- producing -----------------------------------------------------------------
+
+    async def SendMessage(
+        self, request: spb.SendMessageRequest, context: Any
+    ) -> spb.SendMessageResponse:
+        async def handle(client_id: str) -> spb.SendMessageResponse:
+            if not request.messages:
+                raise MessagingError(Code.BAD_REQUEST, "no messages in the request")
+            outcomes = await self._rt.send.send(list(request.messages), client_id)
+            entries = [
+                spb.SendResultEntry(
+                    status=status(o.code, o.message),
+                    message_id=o.message_id,
+                    transaction_id=o.transaction_id,
+                    offset=o.offset,
+                    recall_handle=o.recall_handle,
+                )
+                for o in outcomes
+            ]
+            self._rt.after_send(request.messages, outcomes)
+            codes = {o.code for o in outcomes}
+            if codes == {Code.OK}:
+                overall = OK_STATUS
+            elif len(outcomes) == 1:
+                overall = entries[0].status
+            else:
+                overall = status(Code.MULTIPLE_RESULTS, "some messages failed; see the entries")
+            return spb.SendMessageResponse(status=overall, entries=entries)
+
+        return await self._unary(
+            "SendMessage", context, lambda s: spb.SendMessageResponse(status=s), handle
+        )
+
+    async def EndTransaction(
+        self, request: spb.EndTransactionRequest, context: Any
+    ) -> spb.EndTransactionResponse:
+        async def handle(client_id: str) -> spb.EndTransactionResponse:
+            await self._rt.transactions.end(
+                request.transaction_id, request.message_id, request.topic.name, request.resolution
+            )
+            return spb.EndTransactionResponse(status=OK_STATUS)
+
+        return await self._unary(
+            "EndTransaction", context, lambda s: spb.EndTransactionResponse(status=s), handle
+        )
+
+    async def RecallMessage(
+        self, request: spb.RecallMessageRequest, context: Any
+    ) -> spb.RecallMessageResponse:
+        def handle(client_id: str) -> spb.RecallMessageResponse:
+            self._rt.registry.require_topic(request.topic.name)
+            message_id = self._rt.timers.recall(request.topic.name, request.recall_handle)
+            return spb.RecallMessageResponse(status=OK_STATUS, message_id=message_id)
+
+        return await self._unary(
+            "RecallMessage", context, lambda s: spb.RecallMessageResponse(status=s), handle
+        )
+
+    # -- consuming -----------------------------------------------------------------
+
+    async def ReceiveMessage(
+        self, request: spb.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        started = time.perf_counter()
+        code = Code.OK
+        try:
+            client_id = client_id_of(context)
+            rt = self._rt
+            group = rt.registry.require_group(request.group.name)
+            topic = rt.registry.require_topic(request.message_queue.topic.name)
+            expression = request.filter_expression
+            try:
+                flt = rt.filters.get(
+                    "SQL" if expression.type == pb.FilterType.SQL else "TAG", expression.expression
+                )
+            except FilterSyntaxError as exc:
+                raise MessagingError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from exc
+            invisible_ms = 0
+            if not request.auto_renew:
+                invisible_ms = duration_ms(request.invisible_duration)
+                tuning = rt.tuning
+                if not tuning.min_invisible_ms <= invisible_ms <= tuning.max_invisible_ms:
+                    raise MessagingError(
+                        Code.ILLEGAL_INVISIBLE_TIME,
+                        f"invisible duration must be within [{tuning.min_invisible_ms}, "
+                        f"{tuning.max_invisible_ms}] ms",
+                    )
+            batch = request.batch_size or DEFAULT_BATCH
+            if not 0 < batch <= MAX_BATCH:
+                raise MessagingError(
+                    Code.BAD_REQUEST, f"batch size must be within [1, {MAX_BATCH}]"
+                )
+            wait = self._long_poll_seconds(request, context)
+            rt.clients.touch(client_id, group=group.name)
+            # As the Java proxy does, the queue named in the request only picks the
+            # broker: the broker pops from all of the topic's queues (-1), so a simple
+            # consumer's round-robin over queues never strands messages.
+            deliveries = await rt.pop.receive(
+                group,
+                topic,
+                -1,
+                flt,
+                batch,
+                invisible_ms,
+                auto_renew=request.auto_renew,
+                client_id=client_id,
+                wait_seconds=wait,
+            )
+            if not deliveries:
+                code = Code.MESSAGE_NOT_FOUND
+                yield spb.ReceiveMessageResponse(
+                    status=status(Code.MESSAGE_NOT_FOUND, "no new message")
+                )
+                return
+            yield spb.ReceiveMessageResponse(status=OK_STATUS)
+            ns = request.group.resource_namespace
+            for d in deliveries:
+                message = to_pb(
+                    d.message,
+                    namespace=ns,
+                    receipt_handle=d.handle,
+                    attempt=d.attempt,
+                    store_host=rt.store_host,
+                    invisible_ms=d.invisible_ms,
+                )
+                yield spb.ReceiveMessageResponse(message=message)
+            # The push consumer reads the transport delivery time from this last
+            # response and fails the whole batch without it (client 5.1.2).
+            delivered_at = spb.ReceiveMessageResponse()
+            delivered_at.delivery_timestamp.GetCurrentTime()
+            yield delivered_at
+            rt.metrics.delivered(topic.name, group.name, deliveries)
+        except MessagingError as exc:
+            code = exc.code
+            yield spb.ReceiveMessageResponse(status=exc.to_status())
+        except Exception as exc:
+            log.exception("ReceiveMessage failed")
+            code = Code.INTERNAL_ERROR
+            yield spb.ReceiveMessageResponse(status=status(Code.INTERNAL_ERROR, str(exc)))
+        finally:
+            self._rt.metrics.observe_rpc("ReceiveMessage", code, time.perf_counter() - started)
+
+    def _long_poll_seconds(self, request: spb.ReceiveMessageRequest, context: Any) -> float:
+        wait = duration_ms(request.long_polling_timeout) / 1000
+        wait = min(max(wait, 0.0), self._rt.tuning.long_polling_max_ms / 1000)
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait = min(wait, max(0.0, remaining - DEADLINE_MARGIN_S))
+        return wait
+
+    async def AckMessage(
+        self, request: spb.AckMessageRequest, context: Any
+    ) -> spb.AckMessageResponse:
+        def handle(client_id: str) -> spb.AckMessageResponse:
+            group = self._rt.registry.require_group(request.group.name)
+            topic = request.topic.name
+            entries = []
+            for entry in request.entries:
+                try:
+                    self._rt.pop.ack(group.name, topic, entry.receipt_handle)
+                    entry_status = OK_STATUS
+                except MessagingError as exc:
+                    entry_status = exc.to_status()
+                entries.append(
+                    spb.AckMessageResultEntry(
+                        message_id=entry.message_id,
+                        receipt_handle=entry.receipt_handle,
+                        status=entry_status,
+                    )
+                )
+            failed = [e.status for e in entries if e.status.code != Code.OK]
+            if not failed:
+                overall = OK_STATUS
+            elif len(entries) == 1:
+                overall = failed[0]
+            else:
+                overall = status(Code.MULTIPLE_RESULTS, f"{len(failed)} entries failed")
+            return spb.AckMessageResponse(status=overall, entries=entries)
+
+        return await self._unary(
+            "AckMessage", context, lambda s: spb.AckMessageResponse(status=s), handle
+        )
+
+    async def ChangeInvisibleDuration(
+        self, request: spb.ChangeInvisibleDurationRequest, context: Any
+    ) -> spb.ChangeInvisibleDurationResponse:
+        def handle(client_id: str) -> spb.ChangeInvisibleDurationResponse:
+            group = self._rt.registry.require_group(request.group.name)
+            invisible = duration_ms(request.invisible_duration)
+            if not 0 <= invisible <= self._rt.tuning.max_invisible_ms:
+                raise MessagingError(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration out of range")
+            handle_text = self._rt.pop.change_invisible(
+                group.name, request.topic.name, request.receipt_handle, invisible
+            )
+            return spb.ChangeInvisibleDurationResponse(status=OK_STATUS, receipt_handle=handle_text)
+
+        # The client stores the returned handle before it checks the status: always
+        # return one (the old one when the change failed).
+        return await self._unary(
+            "ChangeInvisibleDuration",
+            context,
+            lambda s: spb.ChangeInvisibleDurationResponse(
+                status=s, receipt_handle=request.receipt_handle
+            ),
+            handle,
+        )
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        async def handle(client_id: str) -> spb.ForwardMessageToDeadLetterQueueResponse:
+            group = self._rt.registry.require_group(request.group.name)
+            await self._rt.pop.forward_to_dead_letter(
+                group.name, request.topic.name, request.receipt_handle
+            )
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=OK_STATUS)
+
+        return await self._unary(
+            "ForwardMessageToDeadLetterQueue",
+            context,
+            lambda s: spb.ForwardMessageToDeadLetterQueueResponse(status=s),
+            handle,
+        )
+
+    # -- not offered -------------------------------------------------------------
+
+    def _unsupported(self, rpc: str) -> pb.Status:
+        return status(
+            Code.NOT_IMPLEMENTED,
+            f"{rpc} is not offered by this broker: use ReceiveMessage/AckMessage (POP)",
+        )
+
+    async def PullMessage(
+        self, request: spb.PullMessageRequest, context: Any
+    ) -> AsyncIterator[spb.PullMessageResponse]:
+        yield spb.PullMessageResponse(status=self._unsupported("PullMessage"))
+
+    async def UpdateOffset(
+        self, request: spb.UpdateOffsetRequest, context: Any
+    ) -> spb.UpdateOffsetResponse:
+        return spb.UpdateOffsetResponse(status=self._unsupported("UpdateOffset"))
+
+    async def GetOffset(self, request: spb.GetOffsetRequest, context: Any) -> spb.GetOffsetResponse:
+        return spb.GetOffsetResponse(status=self._unsupported("GetOffset"))
+
+    async def QueryOffset(
+        self, request: spb.QueryOffsetRequest, context: Any
+    ) -> spb.QueryOffsetResponse:
+        return spb.QueryOffsetResponse(status=self._unsupported("QueryOffset"))
+
+    async def SyncLiteSubscription(
+        self, request: spb.SyncLiteSubscriptionRequest, context: Any
+    ) -> spb.SyncLiteSubscriptionResponse:
+        return spb.SyncLiteSubscriptionResponse(status=self._unsupported("SyncLiteSubscription"))
+
+
+def backoff_policy(max_attempts: int, fifo: bool) -> pb.RetryPolicy:
+    delays = (1,) if fifo else CUSTOMIZED_BACKOFF_S
+    policy = pb.RetryPolicy(max_attempts=max_attempts)
+    for seconds in delays:
+        policy.customized_backoff.next.add(seconds=seconds)
+    return policy

@@ -1,0 +1,122 @@
+"""BrokerServer: one broker process — store, messaging runtime, gRPC and admin HTTP on
+one asyncio loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+
+import grpc
+import uvicorn
+from rocketmq.grpc_protocol import service_pb2_grpc
+
+from rocketcluster.api.broker_config import BrokerProcessConfig
+from rocketcluster.broker.admin.app import create_admin_app
+from rocketcluster.broker.messaging.runtime import MessagingRuntime
+from rocketcluster.broker.messaging.service import MessagingServicer
+from rocketcluster.broker.metrics import BrokerMetrics
+from rocketcluster.broker.store import FlushMode, MessageStore, StoreConfig
+
+log = logging.getLogger(__name__)
+
+GRACE_SECONDS = 2.0
+
+
+def store_config(config: BrokerProcessConfig) -> StoreConfig:
+    settings: dict[str, object] = {
+        "root_dir": config.data_dir / "store",
+        "flush": FlushMode(config.flush.value),
+        "max_message_bytes": config.max_message_bytes,
+        "retention_hours": config.retention_hours,
+    }
+    if config.segment_size:
+        settings["segment_size"] = config.segment_size
+    return StoreConfig.model_validate(settings)
+
+
+class _AdminServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the broker owns SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class BindError(RuntimeError):
+    pass
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerProcessConfig) -> None:
+        self.config = config
+        self.store: MessageStore | None = None
+        self.runtime: MessagingRuntime | None = None
+        self._grpc: grpc.aio.Server | None = None
+        self._admin: _AdminServer | None = None
+        self._admin_task: asyncio.Task[None] | None = None
+        self._ready = False
+
+    async def start(self) -> None:
+        cfg = self.config
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = await MessageStore.open(store_config(cfg))
+        metrics = BrokerMetrics(cfg.cluster, cfg.node_id)
+        self.runtime = MessagingRuntime(cfg, self.store, metrics)
+        self.runtime.start()
+        app = create_admin_app(self.runtime, lambda: self._ready)
+        self._admin = _AdminServer(
+            uvicorn.Config(
+                app, host=cfg.bind_host, port=cfg.admin_port, log_level="warning", lifespan="off"
+            )
+        )
+        self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
+        server = grpc.aio.server(
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_receive_message_length", cfg.max_message_bytes * 2 + (1 << 20)),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+            ]
+        )
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(
+            MessagingServicer(self.runtime), server
+        )
+        address = f"{cfg.bind_host}:{cfg.client_port}"
+        try:
+            port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise BindError(f"cannot listen on {address}: {exc}") from exc
+        if port == 0:
+            raise BindError(f"cannot listen on {address} (in use?)")
+        await server.start()
+        self._grpc = server
+        for _ in range(200):  # the admin server binds in its task
+            if self._admin.started or self._admin_task.done():
+                break
+            await asyncio.sleep(0.01)
+        if self._admin_task.done():
+            raise BindError(f"cannot serve the admin API on {cfg.bind_host}:{cfg.admin_port}")
+        self._ready = True
+        log.info(
+            "broker %s serving clients on %s, admin on %s:%d",
+            cfg.node_id,
+            address,
+            cfg.bind_host,
+            cfg.admin_port,
+        )
+
+    async def stop(self) -> None:
+        self._ready = False
+        if self._grpc is not None:
+            await self._grpc.stop(GRACE_SECONDS)
+        if self.runtime is not None:
+            await self.runtime.stop()
+        if self._admin is not None and self._admin_task is not None:
+            self._admin.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._admin_task
+        if self.store is not None:
+            await self.store.close()

@@ -1,0 +1,1 @@
+"""rocketcluster controller: Raft among members, the SyncStateSet state machine, routes."""

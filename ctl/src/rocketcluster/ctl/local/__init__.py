@@ -1,0 +1,1 @@
+"""rocketctl local: a RocketCluster manifest run as plain processes on this machine."""

@@ -1,0 +1,278 @@
+"""LocalRuntime: start, inspect and stop a manifest's processes on this machine.
+
+``up`` renders one config file per process (the same model the operator renders),
+starts each process in its own session with its log in ``DIR/logs``, waits until
+every one answers ``/readyz`` and writes ``DIR/cluster.json``: the client endpoints
+and, per process, its name, pid, role and addresses. ``down`` stops exactly the
+processes recorded there, by pid, after checking each pid still runs our command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from rocketcluster.api.broker_config import ADMIN_PORT, CLIENT_PORT, HA_PORT
+from rocketcluster.api.cluster import RocketCluster, load_manifest
+from rocketcluster.ctl.local.addresses import allocate
+from rocketcluster.ctl.local.plan import ProcessPlan, plan_standalone
+
+STATE_FILE = "cluster.json"
+READY_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 20.0
+
+
+class LocalRuntimeError(RuntimeError):
+    pass
+
+
+def _owned(pid: int, marker: str) -> bool:
+    """True when ``pid`` is alive and still runs the command we started (pids are
+    reused: never signal a process on the pid alone)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+    return marker in cmdline
+
+
+def _log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class LocalRuntime:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory.resolve()
+
+    @property
+    def state_path(self) -> Path:
+        return self.directory / STATE_FILE
+
+    def state(self) -> dict[str, Any] | None:
+        if not self.state_path.exists():
+            return None
+        data: dict[str, Any] = json.loads(self.state_path.read_text())
+        return data
+
+    def running(self) -> list[dict[str, Any]]:
+        state = self.state() or {"processes": []}
+        return [p for p in state["processes"] if _owned(p["pid"], p["configPath"])]
+
+    # -- up ------------------------------------------------------------------
+
+    def up(
+        self,
+        manifest: Path | RocketCluster,
+        *,
+        overrides: dict[str, Any] | None = None,
+        timeout: float = READY_TIMEOUT_S,
+    ) -> dict[str, Any]:
+        cluster = load_manifest(manifest) if isinstance(manifest, Path) else manifest
+        if self.running():
+            raise LocalRuntimeError(
+                f"a cluster is already running from {self.directory}; "
+                f"run `rocketctl local down --dir {self.directory}` first"
+            )
+        for sub in ("config", "logs", "data"):
+            (self.directory / sub).mkdir(parents=True, exist_ok=True)
+        taken = {p["host"] for p in (self.state() or {}).get("processes", [])}
+        hosts = allocate(
+            cluster.spec.brokers.groups,
+            [CLIENT_PORT, ADMIN_PORT, HA_PORT],
+            taken,
+            start=_start_block(self.directory),
+        )
+        plans = plan_standalone(cluster, self.directory, hosts, overrides)
+        records: list[dict[str, Any]] = []
+        state: dict[str, Any] = {
+            "name": cluster.name,
+            "directory": str(self.directory),
+            "processes": records,
+        }
+        try:
+            for plan in plans:
+                records.append(self._start(plan))
+                self._save(state)
+            self._wait_ready(plans, records, timeout)
+        except BaseException:
+            self.down()
+            raise
+        state["clientEndpoints"] = ";".join(
+            p.config.route_endpoint for p in plans if p.role == "broker"
+        )
+        state["startedAt"] = time.time()
+        self._save(state)
+        return state
+
+    def _start(self, plan: ProcessPlan) -> dict[str, Any]:
+        plan.config_path.parent.mkdir(parents=True, exist_ok=True)
+        plan.config.save(plan.config_path)
+        plan.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with plan.log_path.open("ab") as log_file:
+            proc = subprocess.Popen(
+                plan.argv(),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=self.directory,
+            )
+        return {
+            "name": plan.name,
+            "role": plan.role,
+            "pid": proc.pid,
+            "host": plan.host,
+            "addresses": {k: f"{plan.host}:{v}" for k, v in plan.ports.items()},
+            "configPath": str(plan.config_path),
+            "logPath": str(plan.log_path),
+            "argv": plan.argv(),
+        }
+
+    def _wait_ready(
+        self, plans: list[ProcessPlan], records: list[dict[str, Any]], timeout: float
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        pending = {r["name"]: r for r in records}
+        with httpx.Client(timeout=2.0) as http:
+            while pending:
+                for name, record in list(pending.items()):
+                    if not _owned(record["pid"], record["configPath"]):
+                        raise LocalRuntimeError(
+                            f"{name} exited during start; last log lines:\n"
+                            f"{_log_tail(Path(record['logPath']))}"
+                        )
+                    try:
+                        answer = http.get(f"http://{record['addresses']['admin']}/readyz")
+                        if answer.status_code == 200:
+                            del pending[name]
+                    except httpx.HTTPError:
+                        pass
+                if not pending:
+                    return
+                if time.monotonic() > deadline:
+                    raise LocalRuntimeError(f"not ready after {timeout:.0f}s: {', '.join(pending)}")
+                time.sleep(0.1)
+
+    def _save(self, state: dict[str, Any]) -> None:
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        os.replace(tmp, self.state_path)
+
+    # -- down ----------------------------------------------------------------
+
+    def down(self, timeout: float = STOP_TIMEOUT_S) -> list[str]:
+        """Stop every recorded process (SIGTERM, then SIGKILL after ``timeout``)."""
+        state = self.state()
+        if state is None:
+            return []
+        stopped = []
+        live = [p for p in state["processes"] if _owned(p["pid"], p["configPath"])]
+        for proc in live:
+            _signal(proc, signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            _signal(proc, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for proc in live:
+            while _owned(proc["pid"], proc["configPath"]) and time.monotonic() < deadline:
+                _reap(proc["pid"])
+                time.sleep(0.05)
+            if _owned(proc["pid"], proc["configPath"]):
+                _signal(proc, signal.SIGKILL)
+                _reap(proc["pid"])
+            stopped.append(proc["name"])
+        self.state_path.unlink(missing_ok=True)
+        return stopped
+
+    # -- acting on one process -----------------------------------------------
+
+    def process(self, name: str) -> dict[str, Any]:
+        state = self.state() or {"processes": []}
+        for proc in state["processes"]:
+            if proc["name"] == name:
+                return dict(proc)
+        names = ", ".join(p["name"] for p in state["processes"]) or "none"
+        raise LocalRuntimeError(f"no process named {name!r} (running: {names})")
+
+    def kill(self, name: str) -> None:
+        proc = self.process(name)
+        _signal(proc, signal.SIGKILL)
+        _reap(proc["pid"])
+
+    def pause(self, name: str) -> None:
+        _signal(self.process(name), signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        _signal(self.process(name), signal.SIGCONT)
+
+    def restart(self, name: str, timeout: float = READY_TIMEOUT_S) -> dict[str, Any]:
+        """Stop ``name`` if it runs, start it again on the same data and address."""
+        state = self.state()
+        if state is None:
+            raise LocalRuntimeError(f"no cluster recorded in {self.directory}")
+        record = self.process(name)
+        if _owned(record["pid"], record["configPath"]):
+            _signal(record, signal.SIGCONT)
+            _signal(record, signal.SIGTERM)
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            while _owned(record["pid"], record["configPath"]) and time.monotonic() < deadline:
+                _reap(record["pid"])
+                time.sleep(0.05)
+            if _owned(record["pid"], record["configPath"]):
+                _signal(record, signal.SIGKILL)
+                _reap(record["pid"])
+        with Path(record["logPath"]).open("ab") as log_file:
+            proc = subprocess.Popen(
+                record["argv"],
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=self.directory,
+            )
+        record["pid"] = proc.pid
+        state["processes"] = [record if p["name"] == name else p for p in state["processes"]]
+        self._save(state)
+        deadline = time.monotonic() + timeout
+        with httpx.Client(timeout=2.0) as http:
+            while time.monotonic() < deadline:
+                if not _owned(proc.pid, record["configPath"]):
+                    raise LocalRuntimeError(
+                        f"{name} exited during restart:\n{_log_tail(Path(record['logPath']))}"
+                    )
+                try:
+                    if http.get(f"http://{record['addresses']['admin']}/readyz").status_code == 200:
+                        return record
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
+        raise LocalRuntimeError(f"{name} not ready {timeout:.0f}s after restart")
+
+
+def _signal(proc: dict[str, Any], sig: int) -> None:
+    if _owned(proc["pid"], proc["configPath"]):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc["pid"], sig)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status when the process is our child (tests, restarts)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _start_block(directory: Path) -> int:
+    """Spread runs of different directories over 127.0.x.*, so parallel runs rarely
+    probe the same addresses."""
+    import zlib
+
+    return 1 + zlib.crc32(str(directory).encode()) % 200

@@ -1,0 +1,96 @@
+"""`rocketctl local ...`: run a manifest as local processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from rocketcluster.api.cluster import ManifestError
+from rocketcluster.ctl.local.runtime import LocalRuntime, LocalRuntimeError
+
+DEFAULT_DIR = Path(".rocketcluster")
+
+
+def _runtime(directory: Path) -> LocalRuntime:
+    return LocalRuntime(directory)
+
+
+@click.group("local")
+def local() -> None:
+    """Run a RocketCluster manifest as plain processes on this machine."""
+
+
+@local.command("up")
+@click.option(
+    "-f", "--file", "manifest", type=click.Path(path_type=Path, exists=True), required=True
+)
+@click.option(
+    "--dir", "directory", type=click.Path(path_type=Path), default=DEFAULT_DIR, show_default=True
+)
+@click.option(
+    "--timeout", type=float, default=90.0, show_default=True, help="seconds to wait for ready"
+)
+def up(manifest: Path, directory: Path, timeout: float) -> None:
+    """Start the manifest's processes in the background and wait until they serve."""
+    try:
+        state = _runtime(directory).up(manifest, timeout=timeout)
+    except (ManifestError, LocalRuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"cluster {state['name']} is up; client endpoints: {state['clientEndpoints']}")
+    for proc in state["processes"]:
+        click.echo(
+            f"  {proc['name']:<24} pid {proc['pid']:<8} {proc['role']:<10} {proc['addresses']}"
+        )
+    click.echo(f"state: {Path(directory) / 'cluster.json'}")
+
+
+@local.command("down")
+@click.option(
+    "--dir", "directory", type=click.Path(path_type=Path), default=DEFAULT_DIR, show_default=True
+)
+def down(directory: Path) -> None:
+    """Stop every process recorded in DIR/cluster.json."""
+    stopped = _runtime(directory).down()
+    click.echo(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
+
+
+@local.command("status")
+@click.option(
+    "--dir", "directory", type=click.Path(path_type=Path), default=DEFAULT_DIR, show_default=True
+)
+def status(directory: Path) -> None:
+    """Show the recorded cluster and which of its processes run."""
+    runtime = _runtime(directory)
+    state = runtime.state()
+    if state is None:
+        raise click.ClickException(f"no cluster recorded in {directory}")
+    running = {p["name"] for p in runtime.running()}
+    for proc in state["processes"]:
+        proc["running"] = proc["name"] in running
+    click.echo(json.dumps(state, indent=2))
+
+
+def _act(verb: str) -> click.Command:
+    @click.command(verb, help=f"{verb.capitalize()} one process by name.")
+    @click.argument("name")
+    @click.option(
+        "--dir",
+        "directory",
+        type=click.Path(path_type=Path),
+        default=DEFAULT_DIR,
+        show_default=True,
+    )
+    def command(name: str, directory: Path) -> None:
+        try:
+            getattr(_runtime(directory), verb)(name)
+        except LocalRuntimeError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(f"{verb}: {name}")
+
+    return command
+
+
+for _verb in ("kill", "pause", "resume", "restart"):
+    local.add_command(_act(_verb))

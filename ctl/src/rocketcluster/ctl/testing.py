@@ -1,0 +1,100 @@
+"""Test support: real broker processes on the local runtime, and the official client.
+
+The one way tests start processes (DESIGN §10): through ``LocalRuntime``, so a test
+runs exactly what ``rocketctl local up`` runs, and stops exactly what it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rocketcluster.api.client.admin import AdminClient
+from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.ctl.local.runtime import LocalRuntime
+
+T = TypeVar("T")
+
+# Shorter timings than production so tests of checks and persistence run in seconds.
+FAST_TUNING: dict[str, Any] = {
+    "messaging": {
+        "transactionCheckDelayMs": 1000,
+        "transactionCheckIntervalMs": 1000,
+        "transactionCheckMax": 5,
+        "consumeStatePersistMs": 100,
+        "minInvisibleMs": 100,
+        "clientExpiryMs": 5000,
+    }
+}
+
+
+@dataclass
+class LocalBroker:
+    runtime: LocalRuntime
+    state: dict[str, Any]
+
+    @property
+    def endpoints(self) -> str:
+        return str(self.state["clientEndpoints"])
+
+    @property
+    def process(self) -> dict[str, Any]:
+        return dict(self.state["processes"][0])
+
+    @property
+    def name(self) -> str:
+        return str(self.process["name"])
+
+    @property
+    def admin_address(self) -> str:
+        return str(self.process["addresses"]["admin"])
+
+    def admin(self) -> AdminClient:
+        return AdminClient(self.admin_address)
+
+    def kill(self) -> None:
+        self.runtime.kill(self.name)
+
+    def restart(self) -> None:
+        self.runtime.restart(self.name)
+        self.state = self.runtime.state() or self.state
+
+
+@contextlib.contextmanager
+def local_broker(
+    cluster: RocketCluster, directory: Path, overrides: dict[str, Any] | None = None
+) -> Iterator[LocalBroker]:
+    """A standalone broker for ``cluster``, stopped (by pid) when the block ends."""
+    runtime = LocalRuntime(directory)
+    settings = {**FAST_TUNING, **(overrides or {})}
+    state = runtime.up(cluster, overrides=settings)
+    try:
+        yield LocalBroker(runtime, state)
+    finally:
+        runtime.down()
+
+
+def wait_for(
+    probe: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.1, what: str = ""
+) -> T:
+    """Poll ``probe`` until it returns something truthy; fail with ``what`` after
+    ``timeout`` (generous: the machine is shared)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what or probe}")
+        time.sleep(interval)
+
+
+def quiet_official_client() -> None:
+    """The official client logs every retry at INFO; tests only want warnings."""
+    for name in ("rocketmq", "rocketmq.v5"):
+        logging.getLogger(name).setLevel(logging.WARNING)
