@@ -26,7 +26,7 @@ setup: .venv/.synced
 	@touch $@
 
 demo: setup
-	$(RUN) rocketctl demo store
+	$(RUN) rocketctl demo standalone
 
 lint: setup
 	$(RUN) ruff check .
@@ -42,6 +42,7 @@ test: lint typecheck unit
 
 bench: setup
 	$(RUN) rocketctl bench store --out bench/results
+	$(RUN) rocketctl bench clients --out bench/results
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -36,3 +36,41 @@ def test_bench_store_writes_json_with_ratios(tmp_path: Path) -> None:
         assert row["records"] > 0 and row["raw_mb_per_s"] > 0 and row["ratio_to_raw"] > 0
     assert data["read"]["records"] > 0
     assert "ratio_to_raw" in result.output
+
+
+def test_demo_standalone_with_the_official_client(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "standalone.yaml"
+    result = CliRunner().invoke(
+        main,
+        ["demo", "standalone", "-f", str(example), "--dir", str(tmp_path / "d"), "--count", "40"],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["produced"] == 40 and report["consumedAndAcked"] == 40 and report["missing"] == 0
+    assert report["lookupById"]["body"].startswith("order #0")
+    assert any(line.startswith("rocketmq_messages_in_total") for line in report["metrics"])
+    assert not (tmp_path / "d" / "cluster.json").exists()  # stopped again
+
+
+def test_bench_produce_writes_ratios(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "produce",
+            "--seconds",
+            "0.5",
+            "--flush",
+            "async",
+            "--out",
+            str(tmp_path / "out"),
+            "--work-dir",
+            str(tmp_path / "w"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    [path] = list((tmp_path / "out").glob("produce-*.json"))
+    data = json.loads(path.read_text())
+    assert set(data["ratios"]["async"]) == {"lean_produce", "official_produce"}
+    assert data["broker"]["async"]["lean_produce"]["messages"] > 0
+    assert data["ceiling"]["official_produce"]["messages"] > 0

@@ -49,7 +49,7 @@ GROUPS = [
 ]
 
 
-def test_cluster(name: str = "proto") -> RocketCluster:
+def proto_cluster(name: str = "proto") -> RocketCluster:
     return RocketCluster.model_validate(
         {
             "metadata": {"name": name},
@@ -67,7 +67,7 @@ def test_cluster(name: str = "proto") -> RocketCluster:
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     quiet_official_client()
     directory = tmp_path_factory.mktemp("broker")
-    with local_broker(test_cluster(), directory) as handle:
+    with local_broker(proto_cluster(), directory) as handle:
         yield handle
 
 

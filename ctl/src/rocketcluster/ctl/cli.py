@@ -67,6 +67,63 @@ def bench_store(out_dir: Path, seconds: float, work_dir: Path | None) -> None:
     click.echo(f"results: {path}")
 
 
+def _client_bench(
+    name: str,
+    cases: tuple[str, ...],
+    out_dir: Path,
+    seconds: float,
+    work_dir: Path,
+    flushes: tuple[str, ...],
+) -> None:
+    from rocketcluster.ctl.bench.client_bench import rows, run_client_bench
+
+    result = run_client_bench(work_dir, seconds, flushes, cases)
+    path = write_results(out_dir, name, result)
+    columns = ["server", "case", "msgs_per_s", "p50_ms", "p99_ms", "messages", "errors", "ratio"]
+    click.echo(format_table(rows(result), columns))
+    click.echo(f"results: {path}")
+
+
+def _client_bench_command(name: str, cases: tuple[str, ...], doc: str) -> click.Command:
+    @click.command(name, help=doc)
+    @click.option(
+        "--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results")
+    )
+    @click.option("--seconds", type=float, default=5.0, show_default=True, help="per case")
+    @click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench"))
+    @click.option("--flush", "flushes", multiple=True, default=("async", "sync"), show_default=True)
+    def command(out_dir: Path, seconds: float, work_dir: Path, flushes: tuple[str, ...]) -> None:
+        _client_bench(name, cases, out_dir, seconds, work_dir, flushes)
+
+    return command
+
+
+def _register_client_benches() -> None:
+    from rocketcluster.ctl.bench.client_bench import CONSUME, PRODUCE
+
+    for name, cases, doc in (
+        (
+            "produce",
+            PRODUCE,
+            "Produce 1 KiB messages: official and lean client, beside a no-work server.",
+        ),
+        (
+            "consume",
+            CONSUME,
+            "Consume 1 KiB messages: official and lean client, beside a no-work server.",
+        ),
+        (
+            "clients",
+            PRODUCE + CONSUME,
+            "Produce and consume with both clients, beside a no-work server.",
+        ),
+    ):
+        bench.add_command(_client_bench_command(name, cases, doc))
+
+
+_register_client_benches()
+
+
 @main.group()
 def demo() -> None:
     """Demonstrations on the local machine."""

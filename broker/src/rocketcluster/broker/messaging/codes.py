@@ -2,11 +2,73 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.broker.store import PutStatus
 
-Code = pb.Code
+
+class Code:
+    """The protocol's status codes as plain ints: the generated enum wrapper resolves
+    names through a Python ``__getattr__``, too slow for per-message paths."""
+
+    CODE_UNSPECIFIED: Final = 0
+    OK: Final = 20000
+    MULTIPLE_RESULTS: Final = 30000
+    BAD_REQUEST: Final = 40000
+    ILLEGAL_ACCESS_POINT: Final = 40001
+    ILLEGAL_TOPIC: Final = 40002
+    ILLEGAL_CONSUMER_GROUP: Final = 40003
+    ILLEGAL_MESSAGE_TAG: Final = 40004
+    ILLEGAL_MESSAGE_KEY: Final = 40005
+    ILLEGAL_MESSAGE_GROUP: Final = 40006
+    ILLEGAL_MESSAGE_PROPERTY_KEY: Final = 40007
+    INVALID_TRANSACTION_ID: Final = 40008
+    ILLEGAL_MESSAGE_ID: Final = 40009
+    ILLEGAL_FILTER_EXPRESSION: Final = 40010
+    ILLEGAL_INVISIBLE_TIME: Final = 40011
+    ILLEGAL_DELIVERY_TIME: Final = 40012
+    INVALID_RECEIPT_HANDLE: Final = 40013
+    MESSAGE_PROPERTY_CONFLICT_WITH_TYPE: Final = 40014
+    UNRECOGNIZED_CLIENT_TYPE: Final = 40015
+    MESSAGE_CORRUPTED: Final = 40016
+    CLIENT_ID_REQUIRED: Final = 40017
+    ILLEGAL_POLLING_TIME: Final = 40018
+    ILLEGAL_OFFSET: Final = 40019
+    ILLEGAL_LITE_TOPIC: Final = 40020
+    UNAUTHORIZED: Final = 40100
+    PAYMENT_REQUIRED: Final = 40200
+    FORBIDDEN: Final = 40300
+    NOT_FOUND: Final = 40400
+    MESSAGE_NOT_FOUND: Final = 40401
+    TOPIC_NOT_FOUND: Final = 40402
+    CONSUMER_GROUP_NOT_FOUND: Final = 40403
+    OFFSET_NOT_FOUND: Final = 40404
+    REQUEST_TIMEOUT: Final = 40800
+    PAYLOAD_TOO_LARGE: Final = 41300
+    MESSAGE_BODY_TOO_LARGE: Final = 41301
+    MESSAGE_BODY_EMPTY: Final = 41302
+    PRECONDITION_FAILED: Final = 42800
+    TOO_MANY_REQUESTS: Final = 42900
+    LITE_TOPIC_QUOTA_EXCEEDED: Final = 42901
+    LITE_SUBSCRIPTION_QUOTA_EXCEEDED: Final = 42902
+    REQUEST_HEADER_FIELDS_TOO_LARGE: Final = 43100
+    MESSAGE_PROPERTIES_TOO_LARGE: Final = 43101
+    INTERNAL_ERROR: Final = 50000
+    INTERNAL_SERVER_ERROR: Final = 50001
+    HA_NOT_AVAILABLE: Final = 50002
+    NOT_IMPLEMENTED: Final = 50100
+    PROXY_TIMEOUT: Final = 50400
+    MASTER_PERSISTENCE_TIMEOUT: Final = 50401
+    SLAVE_PERSISTENCE_TIMEOUT: Final = 50402
+    UNSUPPORTED: Final = 50500
+    VERSION_UNSUPPORTED: Final = 50501
+    VERIFY_FIFO_MESSAGE_UNSUPPORTED: Final = 50502
+    FAILED_TO_CONSUME_MESSAGE: Final = 60000
+
+
+OK: Final = Code.OK
 
 
 def status(code: int, message: str = "") -> pb.Status:

@@ -20,6 +20,7 @@ from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.names import dlq_topic
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.clients import ClientRegistry
+from rocketcluster.broker.messaging.codes import OK
 from rocketcluster.broker.messaging.convert import copy_to, to_pb
 from rocketcluster.broker.messaging.filters import FilterCache
 from rocketcluster.broker.messaging.notify import ArrivalNotifier
@@ -116,7 +117,7 @@ class MessagingRuntime:
     def after_send(self, messages: Sequence[pb.Message], outcomes: Sequence[SendOutcome]) -> None:
         per_topic: dict[str, tuple[int, int]] = {}
         for msg, outcome in zip(messages, outcomes, strict=True):
-            if outcome.code == pb.Code.OK:
+            if outcome.code == OK:
                 count, size = per_topic.get(msg.topic.name, (0, 0))
                 per_topic[msg.topic.name] = (count + 1, size + len(msg.body))
         for topic, (count, size) in per_topic.items():

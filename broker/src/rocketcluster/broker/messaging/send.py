@@ -30,17 +30,16 @@ MAX_MESSAGE_GROUP_BYTES = 64
 MAX_PROPERTIES_BYTES = 16 * 1024
 DELIVERY_MS_THRESHOLD = 100_000_000_000  # larger numbers in .seconds are milliseconds
 
+TYPE_NORMAL = int(pb.MessageType.NORMAL)
+TYPE_FIFO = int(pb.MessageType.FIFO)
+TYPE_DELAY = int(pb.MessageType.DELAY)
+TYPE_TRANSACTION = int(pb.MessageType.TRANSACTION)
 _ACCEPTS = {
-    MessageType.NORMAL: {pb.MessageType.NORMAL},
-    MessageType.FIFO: {pb.MessageType.FIFO},
-    MessageType.DELAY: {pb.MessageType.DELAY},
-    MessageType.TRANSACTION: {pb.MessageType.TRANSACTION},
-    MessageType.MIXED: {
-        pb.MessageType.NORMAL,
-        pb.MessageType.FIFO,
-        pb.MessageType.DELAY,
-        pb.MessageType.TRANSACTION,
-    },
+    MessageType.NORMAL: {TYPE_NORMAL},
+    MessageType.FIFO: {TYPE_FIFO},
+    MessageType.DELAY: {TYPE_DELAY},
+    MessageType.TRANSACTION: {TYPE_TRANSACTION},
+    MessageType.MIXED: {TYPE_NORMAL, TYPE_FIFO, TYPE_DELAY, TYPE_TRANSACTION},
 }
 
 
@@ -146,9 +145,9 @@ class SendService:
                 f"{pb.MessageType.Name(message_type)}",
             )
         queue_id = self._queue_for(topic, sp.message_group)
-        if message_type == pb.MessageType.DELAY:
+        if message_type == TYPE_DELAY:
             return self._prepare_delay(msg, topic, queue_id, message_type)
-        if message_type == pb.MessageType.TRANSACTION:
+        if message_type == TYPE_TRANSACTION:
             txn_id = secrets.token_hex(16).upper()
             extra = {
                 prop.REAL_TOPIC: topic.name,
@@ -191,13 +190,13 @@ class SendService:
     @staticmethod
     def _message_type(msg: pb.Message) -> int:
         sp = msg.system_properties
-        if sp.message_type == pb.MessageType.TRANSACTION:
-            return int(pb.MessageType.TRANSACTION)
+        if sp.message_type == TYPE_TRANSACTION:
+            return TYPE_TRANSACTION
         if sp.HasField("delivery_timestamp"):
-            return int(pb.MessageType.DELAY)
+            return TYPE_DELAY
         if sp.message_group:
-            return int(pb.MessageType.FIFO)
-        return int(pb.MessageType.NORMAL)
+            return TYPE_FIFO
+        return TYPE_NORMAL
 
     def _queue_for(self, topic: TopicSpec, message_group: str) -> int:
         if message_group:

@@ -19,7 +19,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
-from rocketcluster.broker.messaging.codes import OK_STATUS, Code, MessagingError, status
+from rocketcluster.broker.messaging.codes import OK, OK_STATUS, Code, MessagingError, status
 from rocketcluster.broker.messaging.convert import duration_ms, to_pb
 from rocketcluster.broker.messaging.filters import FilterSyntaxError
 from rocketcluster.broker.messaging.send import accepted_types
@@ -214,25 +214,29 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             if not request.messages:
                 raise MessagingError(Code.BAD_REQUEST, "no messages in the request")
             outcomes = await self._rt.send.send(list(request.messages), client_id)
-            entries = [
-                spb.SendResultEntry(
-                    status=status(o.code, o.message),
+            response = spb.SendMessageResponse()
+            failed = 0
+            for o in outcomes:
+                entry = response.entries.add(
                     message_id=o.message_id,
                     transaction_id=o.transaction_id,
                     offset=o.offset,
                     recall_handle=o.recall_handle,
                 )
-                for o in outcomes
-            ]
+                entry.status.code = o.code
+                entry.status.message = o.message
+                failed += o.code != OK
             self._rt.after_send(request.messages, outcomes)
-            codes = {o.code for o in outcomes}
-            if codes == {Code.OK}:
-                overall = OK_STATUS
+            if not failed:
+                response.status.code = OK
+                response.status.message = "OK"
             elif len(outcomes) == 1:
-                overall = entries[0].status
+                response.status.CopyFrom(response.entries[0].status)
             else:
-                overall = status(Code.MULTIPLE_RESULTS, "some messages failed; see the entries")
-            return spb.SendMessageResponse(status=overall, entries=entries)
+                response.status.CopyFrom(
+                    status(Code.MULTIPLE_RESULTS, f"{failed} messages failed; see the entries")
+                )
+            return response
 
         return await self._unary(
             "SendMessage", context, lambda s: spb.SendMessageResponse(status=s), handle

@@ -111,6 +111,13 @@ class MetadataStore:
     # -- consumer offsets ------------------------------------------------------
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        key = (group, topic, queue_id)
+        known = self._offsets.get(key)
+        if known is not None and offset >= 0:  # a known key was validated before
+            if known != offset:
+                self._offsets[key] = offset
+                self._dirty.add(key)
+            return
         for kind, name, problem in (
             ("consumer group", group, group_name_problem(group)),
             ("topic", topic, topic_name_problem(topic)),
@@ -119,7 +126,6 @@ class MetadataStore:
                 raise InvalidNameError(kind, name, problem)
         if queue_id < 0 or offset < 0:
             raise ValueError(f"queue id {queue_id} and offset {offset} must not be negative")
-        key = (group, topic, queue_id)
         if self._offsets.get(key) != offset:
             self._offsets[key] = offset
             self._dirty.add(key)

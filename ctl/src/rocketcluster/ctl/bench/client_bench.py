@@ -1,0 +1,360 @@
+"""Produce and consume benchmarks, each beside its ceiling measured in the same run.
+
+Clients: the official ``rocketmq-python-client`` (one message per SendMessage, as it
+sends them; send_async with many in flight; SimpleConsumer receive + ack) and our
+LeanClient (batches of messages per request, many requests in flight). The ceiling:
+the same client against a server that answers without doing any work
+(``rocketcluster.broker.canned``, its own process like the broker). 1 KiB messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rocketcluster.api.client.lean import LeanClient, OutgoingMessage
+from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.ctl.local.addresses import allocate
+from rocketcluster.ctl.local.runtime import LocalRuntime
+
+BODY = os.urandom(1024)
+TOPIC = "bench"
+GROUP = "bench"
+LEAN_BATCH = 32
+LEAN_INFLIGHT = 16
+OFFICIAL_INFLIGHT = 64
+
+
+def _percentiles(latencies: list[float]) -> dict[str, float]:
+    if not latencies:
+        return {"p50_ms": 0.0, "p99_ms": 0.0}
+    ordered = sorted(latencies)
+    return {
+        "p50_ms": ordered[len(ordered) // 2] * 1000,
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+    }
+
+
+# -- the lean client ---------------------------------------------------------------
+
+
+async def lean_produce(endpoint: str, seconds: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    sent = errors = 0
+    deadline = time.perf_counter() + seconds
+    async with LeanClient(endpoint) as client:
+
+        async def worker() -> None:
+            nonlocal sent, errors
+            while time.perf_counter() < deadline:
+                batch = [OutgoingMessage(BODY) for _ in range(LEAN_BATCH)]
+                started = time.perf_counter()
+                try:
+                    entries = await client.send(TOPIC, batch)
+                except Exception:
+                    errors += 1
+                    continue
+                latencies.append(time.perf_counter() - started)
+                sent += sum(1 for e in entries if e.status.code == 20000)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(LEAN_INFLIGHT)))
+        elapsed = time.perf_counter() - started
+    return {
+        "messages": sent,
+        "seconds": elapsed,
+        "msgs_per_s": sent / elapsed,
+        "errors": errors,
+        **_percentiles(latencies),
+    }
+
+
+async def lean_consume(endpoint: str, seconds: float, want: int | None) -> dict[str, Any]:
+    latencies: list[float] = []
+    got = errors = empty = 0
+    deadline = time.perf_counter() + seconds
+    async with LeanClient(endpoint) as client:
+
+        async def worker() -> None:
+            nonlocal got, errors, empty
+            while time.perf_counter() < deadline and (want is None or got < want):
+                started = time.perf_counter()
+                try:
+                    messages = await client.receive(GROUP, TOPIC, batch=LEAN_BATCH, poll_ms=500)
+                    if messages:
+                        await client.ack(GROUP, TOPIC, messages)
+                except Exception:
+                    errors += 1
+                    continue
+                if not messages:
+                    empty += 1
+                    continue
+                latencies.append(time.perf_counter() - started)
+                got += len(messages)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(LEAN_INFLIGHT // 2)))
+        elapsed = time.perf_counter() - started
+    return {
+        "messages": got,
+        "seconds": elapsed,
+        "msgs_per_s": got / elapsed,
+        "errors": errors,
+        **_percentiles(latencies),
+    }
+
+
+# -- the official client -----------------------------------------------------------
+
+
+def official_produce(endpoint: str, seconds: float) -> dict[str, Any]:
+    from rocketmq.v5.client import ClientConfiguration, Credentials
+    from rocketmq.v5.model import Message
+    from rocketmq.v5.producer import Producer
+
+    producer = Producer(ClientConfiguration(endpoint, Credentials(), request_timeout=10), (TOPIC,))
+    producer.startup()
+    slots = threading.Semaphore(OFFICIAL_INFLIGHT)
+    lock = threading.Lock()
+    latencies: list[float] = []
+    counts = {"sent": 0, "errors": 0}
+
+    def done(started: float, future: Any) -> None:
+        with lock:
+            if future.exception() is None:
+                counts["sent"] += 1
+                latencies.append(time.perf_counter() - started)
+            else:
+                counts["errors"] += 1
+        slots.release()
+
+    try:
+        started = time.perf_counter()
+        deadline = started + seconds
+        while time.perf_counter() < deadline:
+            slots.acquire()
+            msg = Message()
+            msg.topic = TOPIC
+            msg.body = BODY
+            t0 = time.perf_counter()
+            producer.send_async(msg).add_done_callback(lambda f, t0=t0: done(t0, f))
+        for _ in range(OFFICIAL_INFLIGHT):
+            slots.acquire()
+        elapsed = time.perf_counter() - started
+    finally:
+        producer.shutdown()
+    sent = counts["sent"]
+    return {
+        "messages": sent,
+        "seconds": elapsed,
+        "msgs_per_s": sent / elapsed,
+        "errors": counts["errors"],
+        **_percentiles(latencies),
+    }
+
+
+def official_consume(
+    endpoint: str, seconds: float, want: int | None, threads: int = 4
+) -> dict[str, Any]:
+    from rocketmq.v5.client import ClientConfiguration, Credentials
+    from rocketmq.v5.consumer import SimpleConsumer
+    from rocketmq.v5.model import FilterExpression
+
+    consumer = SimpleConsumer(
+        ClientConfiguration(endpoint, Credentials(), request_timeout=10),
+        GROUP,
+        {TOPIC: FilterExpression()},
+        await_duration=1,
+    )
+    consumer.startup()
+    lock = threading.Lock()
+    latencies: list[float] = []
+    counts = {"got": 0, "errors": 0}
+    deadline = time.perf_counter() + seconds
+
+    def worker() -> None:
+        while time.perf_counter() < deadline and (want is None or counts["got"] < want):
+            t0 = time.perf_counter()
+            try:
+                messages = consumer.receive(32, 30)
+                for m in messages:  # ack_async returns nothing to wait on in 5.1.2
+                    consumer.ack(m)
+            except Exception:
+                with lock:
+                    counts["errors"] += 1
+                continue
+            if messages:
+                with lock:
+                    counts["got"] += len(messages)
+                    latencies.append(time.perf_counter() - t0)
+
+    try:
+        started = time.perf_counter()
+        pool = [threading.Thread(target=worker) for _ in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        elapsed = time.perf_counter() - started
+    finally:
+        consumer.shutdown()
+    got = counts["got"]
+    return {
+        "messages": got,
+        "seconds": elapsed,
+        "msgs_per_s": got / elapsed,
+        "errors": counts["errors"],
+        **_percentiles(latencies),
+    }
+
+
+# -- servers -----------------------------------------------------------------------
+
+
+class CannedServer:
+    """The no-work server in its own process (so it does not share our GIL)."""
+
+    def __init__(self) -> None:
+        [host] = allocate(1, [8081], set(), start=240)
+        self.endpoint = f"{host}:8081"
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "rocketcluster.broker.canned", "--host", host, "--port", "8081"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line.startswith("READY"):
+            self.stop()
+            raise RuntimeError(f"the canned server did not start: {line!r}")
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+
+def bench_cluster(flush: str) -> RocketCluster:
+    return RocketCluster.model_validate(
+        {
+            "metadata": {"name": f"bench-{flush}"},
+            "spec": {
+                "controller": {"replicas": 0},
+                "brokers": {"groups": 1, "replicas": 1, "flush": flush},
+                "topics": [{"name": TOPIC, "queues": 8}],
+                "consumerGroups": [{"name": GROUP}],
+            },
+        }
+    )
+
+
+PRODUCE = ("lean_produce", "official_produce")
+CONSUME = ("lean_consume", "official_consume")
+
+
+def _suite(
+    endpoint: str, seconds: float, cases: tuple[str, ...], *, real_broker: bool
+) -> dict[str, dict[str, Any]]:
+    """Run ``cases`` against one server. On a real broker a consume case reads what a
+    produce by the same client stored (produced first when the case list has none)."""
+    out: dict[str, dict[str, Any]] = {}
+    for client in ("lean", "official"):
+        produce, consume = f"{client}_produce", f"{client}_consume"
+        want: int | None = None
+        if produce in cases or (real_broker and consume in cases):
+            result = (
+                asyncio.run(lean_produce(endpoint, seconds))
+                if client == "lean"
+                else official_produce(endpoint, seconds)
+            )
+            if produce in cases:
+                out[produce] = result
+            want = result["messages"] if real_broker else None
+        if consume in cases:
+            limit = seconds * 3 if want else seconds
+            out[consume] = (
+                asyncio.run(lean_consume(endpoint, limit, want))
+                if client == "lean"
+                else official_consume(endpoint, limit, want)
+            )
+    return out
+
+
+def _ceiling(seconds: float, cases: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    canned = CannedServer()
+    try:
+        return _suite(canned.endpoint, seconds, cases, real_broker=False)
+    finally:
+        canned.stop()
+
+
+def run_client_bench(
+    work_dir: Path,
+    seconds: float = 5.0,
+    flushes: tuple[str, ...] = ("async", "sync"),
+    cases: tuple[str, ...] = PRODUCE + CONSUME,
+) -> dict[str, Any]:
+    """Ceiling, then each broker, then the ceiling again (the machine is shared and
+    noisy): ratios compare each broker figure with the mean of the two ceilings."""
+    logging.getLogger("rocketmq-python-client").setLevel(logging.WARNING)
+    before = _ceiling(seconds, cases)
+    results: dict[str, Any] = {"seconds_per_case": seconds, "broker": {}, "ratios": {}}
+    for flush in flushes:
+        runtime = LocalRuntime(work_dir / f"broker-{flush}")
+        runtime.down()
+        state = runtime.up(bench_cluster(flush))
+        try:
+            results["broker"][flush] = _suite(
+                state["clientEndpoints"], seconds, cases, real_broker=True
+            )
+        finally:
+            runtime.down()
+    after = _ceiling(seconds, cases)
+    ceiling = {
+        case: {
+            **before[case],
+            "msgs_per_s": (before[case]["msgs_per_s"] + after[case]["msgs_per_s"]) / 2,
+            "runs": [before[case]["msgs_per_s"], after[case]["msgs_per_s"]],
+        }
+        for case in before
+    }
+    results["ceiling"] = ceiling
+    for flush in flushes:
+        results["ratios"][flush] = {
+            case: results["broker"][flush][case]["msgs_per_s"]
+            / max(1e-9, ceiling[case]["msgs_per_s"])
+            for case in ceiling
+        }
+    return results
+
+
+def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    table = []
+    for case, ceil in results["ceiling"].items():
+        table.append({"server": "canned (ceiling)", "case": case, **_pick(ceil)})
+        for flush, per_case in results["broker"].items():
+            table.append(
+                {
+                    "server": f"broker flush={flush}",
+                    "case": case,
+                    **_pick(per_case[case]),
+                    "ratio": results["ratios"][flush][case],
+                }
+            )
+    return table
+
+
+def _pick(result: dict[str, Any]) -> dict[str, Any]:
+    keep = ("msgs_per_s", "p50_ms", "p99_ms", "messages", "errors")
+    return {k: v for k, v in result.items() if k in keep}
