@@ -9,13 +9,14 @@ UV := $(PYTHON) -m uv
 RUN := $(UV) run --frozen
 PYTEST_ARGS ?=
 
-.PHONY: help setup demo test lint typecheck unit bench clean
+.PHONY: help setup demo test lint generated typecheck unit bench sim clean
 
 help:
 	@echo "make demo   - start the embedded local runtime and show it working"
 	@echo "make test   - lint, type-check and run every test (installs what it needs)"
 	@echo "make bench  - benchmarks; JSON in bench/results/, a table on stdout"
 	@echo "make lint   - ruff lint and format check"
+	@echo "make sim    - the Raft simulator over SEEDS seeds (default 10000) from START"
 
 # Installs uv from PyPI when missing, then the locked workspace.
 setup: .venv/.synced
@@ -32,17 +33,26 @@ lint: setup
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 
+generated: setup
+	$(RUN) python -m rocketcluster.api.protogen --check
+
 typecheck: setup
 	$(RUN) mypy api/src broker/src controller/src ctl/src api/tests broker/tests controller/tests ctl/tests
 
 unit: setup
 	$(RUN) pytest $(PYTEST_ARGS)
 
-test: lint typecheck unit
+test: lint generated typecheck unit
 
 bench: setup
 	$(RUN) rocketctl bench store --out bench/results
 	$(RUN) rocketctl bench clients --out bench/results
+	$(RUN) rocketctl bench controller --out bench/results
+
+SEEDS ?= 10000
+START ?= 0
+sim: setup
+	$(RUN) python -m rocketcluster.controller.raft.sim --seeds $(SEEDS) --start $(START)
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -64,7 +64,7 @@ class FlushPolicy(StrEnum):
 
 
 class BrokersSpec(_Model):
-    groups: int = Field(default=1, ge=1, le=64)
+    groups: int = Field(default=1, ge=0, le=64)
     replicas: int = Field(default=1, ge=1, le=7)
     storage: StorageSpec = Field(default_factory=StorageSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)

@@ -67,6 +67,29 @@ def bench_store(out_dir: Path, seconds: float, work_dir: Path | None) -> None:
     click.echo(f"results: {path}")
 
 
+@bench.command("controller")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option("--trials", type=int, default=20, show_default=True)
+@click.option("--seconds", type=float, default=5.0, show_default=True)
+@click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/controller"))
+def bench_controller(out_dir: Path, trials: int, seconds: float, work_dir: Path) -> None:
+    """Committed commands/s and leader-kill failover time on 3 controller processes."""
+    from rocketcluster.ctl.bench.controller_bench import run_controller_bench
+
+    result = run_controller_bench(work_dir, trials, seconds)
+    path = write_results(out_dir, "controller", result)
+    for inflight, row in result["throughput"].items():
+        click.echo(
+            f"throughput, {inflight} in flight: {row['commands_per_s']:,.0f} commands/s "
+            f"(p50 {row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms)"
+        )
+    click.echo(
+        f"failover over {trials} leader kills: p50 {result['failover_p50_s']:.2f} s, "
+        f"p99 {result['failover_p99_s']:.2f} s, max {result['failover_max_s']:.2f} s"
+    )
+    click.echo(f"results: {path}")
+
+
 def _client_bench(
     name: str,
     cases: tuple[str, ...],
@@ -165,10 +188,11 @@ def demo_standalone(manifest: Path, directory: Path, count: int) -> None:
 
 def _register() -> None:
     from rocketcluster.ctl.admin_cli import COMMANDS
+    from rocketcluster.ctl.controller_cli import COMMANDS as CONTROLLER_COMMANDS
     from rocketcluster.ctl.local_cli import local
 
     main.add_command(local)
-    for command in COMMANDS:
+    for command in [*COMMANDS, *CONTROLLER_COMMANDS]:
         main.add_command(command)
 
 

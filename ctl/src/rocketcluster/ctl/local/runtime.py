@@ -20,10 +20,11 @@ from typing import Any
 
 import httpx
 
-from rocketcluster.api.broker_config import ADMIN_PORT, CLIENT_PORT, HA_PORT
+from rocketcluster.api.broker_config import ADMIN_PORT, CLIENT_PORT, CONTROLLER_PORT, HA_PORT
 from rocketcluster.api.cluster import RocketCluster, load_manifest
+from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.ctl.local.addresses import allocate
-from rocketcluster.ctl.local.plan import ProcessPlan, plan_standalone
+from rocketcluster.ctl.local.plan import ProcessPlan, hosts_needed, plan_cluster
 
 STATE_FILE = "cluster.json"
 READY_TIMEOUT_S = 90.0
@@ -76,6 +77,7 @@ class LocalRuntime:
         manifest: Path | RocketCluster,
         *,
         overrides: dict[str, Any] | None = None,
+        controller_overrides: dict[str, Any] | None = None,
         timeout: float = READY_TIMEOUT_S,
     ) -> dict[str, Any]:
         cluster = load_manifest(manifest) if isinstance(manifest, Path) else manifest
@@ -88,12 +90,12 @@ class LocalRuntime:
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
         taken = {p["host"] for p in (self.state() or {}).get("processes", [])}
         hosts = allocate(
-            cluster.spec.brokers.groups,
-            [CLIENT_PORT, ADMIN_PORT, HA_PORT],
+            hosts_needed(cluster),
+            [CLIENT_PORT, ADMIN_PORT, HA_PORT, CONTROLLER_PORT],
             taken,
             start=_start_block(self.directory),
         )
-        plans = plan_standalone(cluster, self.directory, hosts, overrides)
+        plans = plan_cluster(cluster, self.directory, hosts, overrides, controller_overrides)
         records: list[dict[str, Any]] = []
         state: dict[str, Any] = {
             "name": cluster.name,
@@ -109,7 +111,12 @@ class LocalRuntime:
             self.down()
             raise
         state["clientEndpoints"] = ";".join(
-            p.config.route_endpoint for p in plans if p.role == "broker"
+            endpoint for p in plans if (endpoint := p.client_endpoint) is not None
+        )
+        state["controllers"] = ";".join(
+            p.config.member(p.config.node_id).raft_address
+            for p in plans
+            if isinstance(p.config, ControllerProcessConfig)
         )
         state["startedAt"] = time.time()
         self._save(state)
@@ -195,6 +202,11 @@ class LocalRuntime:
 
     # -- acting on one process -----------------------------------------------
 
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        """Wait until every recorded process answers /readyz."""
+        state = self.state() or {"processes": []}
+        self._wait_ready([], state["processes"], timeout)
+
     def process(self, name: str) -> dict[str, Any]:
         state = self.state() or {"processes": []}
         for proc in state["processes"]:
@@ -214,8 +226,12 @@ class LocalRuntime:
     def resume(self, name: str) -> None:
         _signal(self.process(name), signal.SIGCONT)
 
-    def restart(self, name: str, timeout: float = READY_TIMEOUT_S) -> dict[str, Any]:
-        """Stop ``name`` if it runs, start it again on the same data and address."""
+    def restart(
+        self, name: str, timeout: float = READY_TIMEOUT_S, *, wait: bool = True
+    ) -> dict[str, Any]:
+        """Stop ``name`` if it runs, start it again on the same data and address (and,
+        with ``wait``, until it is ready: a controller is ready once it knows a leader,
+        which needs a quorum of members running)."""
         state = self.state()
         if state is None:
             raise LocalRuntimeError(f"no cluster recorded in {self.directory}")
@@ -242,6 +258,8 @@ class LocalRuntime:
         record["pid"] = proc.pid
         state["processes"] = [record if p["name"] == name else p for p in state["processes"]]
         self._save(state)
+        if not wait:
+            return record
         deadline = time.monotonic() + timeout
         with httpx.Client(timeout=2.0) as http:
             while time.monotonic() < deadline:

@@ -1,0 +1,1 @@
+"""Generated gRPC stubs (python -m rocketcluster.api.protogen); do not edit."""

@@ -1,0 +1,307 @@
+"""ControllerCore: requests in, Raft-replicated commands out, answers back.
+
+Only the leader takes requests (others answer CONTROLLER_NOT_LEADER with the leader's
+address). What needs liveness — who is alive, who should win — is decided here on the
+leader and put into the command; the state machine then checks the command against
+the epochs it was based on. An election scan on the leader elects a master for every
+group that has none or whose master is dead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from rocketcluster.api.controller_config import ControllerProcessConfig
+from rocketcluster.controller.election import BrokerLiveInfo, decide
+from rocketcluster.controller.heartbeats import BrokerLiveness
+from rocketcluster.controller.raft.errors import ProposalDroppedError
+from rocketcluster.controller.raft.node import ProposalLost, RaftNode
+from rocketcluster.controller.state import ControllerCode, ReplicasState, Result
+
+log = logging.getLogger(__name__)
+
+PROPOSE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Reply:
+    code: str
+    message: str = ""
+    leader: str = ""
+    data: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code == ControllerCode.SUCCESS
+
+
+class ReplicasMachine:
+    """The Raft state machine: JSON commands applied to ReplicasState."""
+
+    def __init__(self, on_group_changed: Any) -> None:
+        self.state = ReplicasState()
+        self._on_group_changed = on_group_changed
+
+    def apply(self, index: int, data: bytes) -> Result:
+        envelope = json.loads(data)
+        command = envelope["cmd"]
+        before = self._view(command.get("group", ""))
+        result = self.state.apply(index, command, int(envelope.get("time", 0)))
+        after = self._view(command.get("group", ""))
+        if after is not None and after != before:
+            self._on_group_changed(command["group"], after)
+        return result
+
+    def _view(self, group: str) -> dict[str, Any] | None:
+        g = self.state.groups.get(group)
+        return None if g is None else g.view()
+
+    def snapshot(self) -> bytes:
+        return self.state.snapshot()
+
+    def restore(self, data: bytes) -> None:
+        self.state = ReplicasState.restore(data)
+        for name, group in self.state.groups.items():
+            self._on_group_changed(name, group.view())
+
+
+class ControllerCore:
+    def __init__(self, config: ControllerProcessConfig, node_factory: Any) -> None:
+        self.config = config
+        self.liveness = BrokerLiveness()
+        self.machine = ReplicasMachine(self._group_changed)
+        self.node: RaftNode = node_factory(self.machine)
+        self._watchers: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
+        self._election_lock = asyncio.Lock()
+        self._scan_task: asyncio.Task[None] | None = None
+        self.elections = 0
+        self.unclean_elections = 0
+
+    @property
+    def state(self) -> ReplicasState:
+        return self.machine.state
+
+    def start(self) -> None:
+        self._scan_task = asyncio.get_running_loop().create_task(self._scan(), name="election-scan")
+
+    async def stop(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+
+    # -- leadership ----------------------------------------------------------------
+
+    def leader_address(self) -> str:
+        leader = self.node.leader_id
+        if leader is None:
+            return ""
+        return self.config.member(leader).raft_address
+
+    def leader_admin_address(self) -> str:
+        leader = self.node.leader_id
+        return "" if leader is None else self.config.member(leader).admin_address
+
+    def _not_leader(self) -> Reply:
+        leader = self.leader_address()
+        why = (
+            f"this member is not the leader; the leader is {leader}"
+            if leader
+            else "no leader elected yet"
+        )
+        return Reply(ControllerCode.CONTROLLER_NOT_LEADER, why, leader)
+
+    async def propose(self, command: dict[str, Any]) -> Reply:
+        if not self.node.is_leader:
+            return self._not_leader()
+        command = {**command, "requestId": uuid.uuid4().hex}
+        data = json.dumps({"cmd": command, "time": int(time.time() * 1000)}).encode()
+        try:
+            result: Result = await self.node.propose(data, PROPOSE_TIMEOUT_S)
+        except ProposalDroppedError:
+            return self._not_leader()
+        except ProposalLost as exc:
+            return Reply(ControllerCode.CONTROLLER_NOT_LEADER, str(exc), self.leader_address())
+        except TimeoutError:
+            return Reply(
+                ControllerCode.CONTROLLER_NOT_LEADER,
+                "the command did not commit in time (leadership may be moving); retry",
+                self.leader_address(),
+            )
+        return Reply(result.code, result.message, "", result.data)
+
+    # -- broker requests -----------------------------------------------------------
+
+    async def apply_broker_id(
+        self, cluster: str, group: str, broker_id: int, address: str, check_code: str
+    ) -> Reply:
+        return await self.propose(
+            {
+                "type": "ApplyBrokerId",
+                "cluster": cluster,
+                "group": group,
+                "brokerId": broker_id,
+                "address": address,
+                "checkCode": check_code,
+            }
+        )
+
+    async def register_broker(
+        self, cluster: str, group: str, broker_id: int, address: str
+    ) -> Reply:
+        return await self.propose(
+            {
+                "type": "RegisterBroker",
+                "cluster": cluster,
+                "group": group,
+                "brokerId": broker_id,
+                "address": address,
+            }
+        )
+
+    def heartbeat(self, group: str, info: BrokerLiveInfo, address: str, timeout_ms: int) -> Reply:
+        self.liveness.heartbeat(
+            group, info, address, timeout_ms or self.config.broker_heartbeat_timeout_ms
+        )
+        return Reply(ControllerCode.SUCCESS, "", self.leader_address())
+
+    async def alter_sync_state_set(
+        self, group: str, master_id: int, master_epoch: int, set_epoch: int, new_set: list[int]
+    ) -> Reply:
+        if not self.node.is_leader:
+            return self._not_leader()
+        dead = [b for b in new_set if not self.liveness.is_alive(group, b)]
+        return await self.propose(
+            {
+                "type": "AlterSyncStateSet",
+                "group": group,
+                "masterId": master_id,
+                "masterEpoch": master_epoch,
+                "syncStateSetEpoch": set_epoch,
+                "syncStateSet": new_set,
+                "notAlive": dead,
+            }
+        )
+
+    async def elect_master(
+        self, group: str, broker_id: int | None, designated: bool, reason: str
+    ) -> Reply:
+        """An election now: a broker nominating itself, an admin's switchover, or the
+        scan. Serialized, so two elections never race on the same master epoch."""
+        if not self.node.is_leader:
+            return self._not_leader()
+        async with self._election_lock:
+            g = self.state.groups.get(group)
+            if g is None:
+                return Reply(
+                    ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                    f"no broker group {group!r}",
+                )
+            decision = decide(
+                g,
+                self.liveness.alive_in(group),
+                designated=broker_id if designated else None,
+                unclean_enabled=self.config.unclean_election,
+            )
+            no_change = decision.new_master is None and g.master_id is None
+            if not decision.elect or no_change:
+                return Reply(decision.code, decision.reason, "", g.view())
+            reply = await self.propose(
+                {
+                    "type": "ElectMaster",
+                    "group": group,
+                    "masterEpoch": g.master_epoch,
+                    "newMaster": decision.new_master,
+                    "unclean": decision.unclean,
+                    "reason": f"{reason}: {decision.reason}",
+                }
+            )
+            if reply.code in (
+                ControllerCode.SUCCESS,
+                ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE,
+            ):
+                self.elections += 1
+                self.unclean_elections += int(decision.unclean and reply.ok)
+                log.info(
+                    "group %s: %s -> master %s (%s)",
+                    group,
+                    reason,
+                    decision.new_master,
+                    decision.reason,
+                )
+            return reply
+
+    def replica_info(self, group: str) -> Reply:
+        if not self.node.is_leader:
+            return self._not_leader()
+        g = self.state.groups.get(group)
+        if g is None:
+            return Reply(
+                ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"no broker group {group!r}"
+            )
+        return Reply(ControllerCode.SUCCESS, "", "", g.view())
+
+    async def put_route(
+        self, topic: str, queues: int, message_type: str, groups: list[str], delete: bool
+    ) -> Reply:
+        if delete:
+            return await self.propose({"type": "DeleteRoute", "topic": topic})
+        return await self.propose(
+            {
+                "type": "PutRoute",
+                "topic": topic,
+                "queues": queues,
+                "messageType": message_type,
+                "groups": groups,
+            }
+        )
+
+    # -- role watchers --------------------------------------------------------------
+
+    def watch(self, group: str, broker_id: int) -> asyncio.Queue[dict[str, Any]]:
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._watchers.setdefault(group, set()).add(queue)
+        self.liveness.channel_opened(group, broker_id)
+        g = self.state.groups.get(group)
+        if g is not None:
+            queue.put_nowait(g.view())
+        return queue
+
+    def unwatch(self, group: str, broker_id: int, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        self._watchers.get(group, set()).discard(queue)
+        self.liveness.channel_closed(group, broker_id)
+        g = self.state.groups.get(group)
+        if g is not None and g.master_id == broker_id and self.node.is_leader:
+            # The master's channel broke: elect now rather than at the next scan.
+            asyncio.get_running_loop().create_task(
+                self.elect_master(group, None, False, f"master {broker_id} lost its channel")
+            )
+
+    def _group_changed(self, group: str, view: dict[str, Any]) -> None:
+        for queue in self._watchers.get(group, ()):
+            queue.put_nowait(view)
+
+    # -- the election scan ---------------------------------------------------------
+
+    async def _scan(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.election_scan_ms / 1000)
+            if not self.node.is_leader:
+                continue
+            for name, g in list(self.state.groups.items()):
+                if not g.replicas:
+                    continue
+                if g.master_id is not None and self.liveness.is_alive(name, g.master_id):
+                    continue
+                alive = self.liveness.alive_in(name)
+                if not alive:
+                    continue  # nobody to elect; keep the state as it is
+                why = "no master" if g.master_id is None else f"master {g.master_id} is dead"
+                try:
+                    await self.elect_master(name, None, False, why)
+                except Exception:
+                    log.exception("election scan of %s failed", name)

@@ -1,0 +1,113 @@
+"""Who becomes master (pure): RocketMQ 5's DefaultElectPolicy.
+
+Candidates are the alive members of the SyncStateSet (the first election of a group
+that never had a master: any alive replica); only when there are none and unclean
+election is enabled, any alive replica. Among candidates the highest epoch
+wins, then the largest max offset, then the best (lowest) election priority, then the
+lowest id. An alive master stays master unless an admin designates another broker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rocketcluster.controller.state import BrokerGroup, ControllerCode
+
+
+@dataclass(frozen=True)
+class BrokerLiveInfo:
+    """What a broker's last heartbeat said about it."""
+
+    broker_id: int
+    epoch: int = 0
+    max_offset: int = 0
+    confirm_offset: int = 0
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class ElectionDecision:
+    code: ControllerCode
+    new_master: int | None
+    unclean: bool = False
+    reason: str = ""
+
+    @property
+    def elect(self) -> bool:
+        """Whether an ElectMaster command should be proposed."""
+        return self.code in (ControllerCode.SUCCESS, ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE)
+
+
+def _rank(info: BrokerLiveInfo) -> tuple[int, int, int, int]:
+    return (-info.epoch, -info.max_offset, info.priority, info.broker_id)
+
+
+def decide(
+    group: BrokerGroup,
+    alive: dict[int, BrokerLiveInfo],
+    *,
+    designated: int | None = None,
+    unclean_enabled: bool = False,
+) -> ElectionDecision:
+    """``alive``: the live info of every broker of ``group`` the leader sees alive."""
+    if designated is not None:
+        if designated not in group.replicas:
+            return ElectionDecision(
+                ControllerCode.CONTROLLER_ELECT_MASTER_FAILED,
+                None,
+                reason=f"broker {designated} is not registered",
+            )
+        if designated not in alive:
+            return ElectionDecision(
+                ControllerCode.CONTROLLER_BROKER_NOT_ALIVE,
+                None,
+                reason=f"broker {designated} is not alive",
+            )
+        if designated not in group.sync_state_set and not unclean_enabled:
+            return ElectionDecision(
+                ControllerCode.CONTROLLER_ELECT_MASTER_FAILED,
+                None,
+                reason=f"broker {designated} is not in the sync state set "
+                f"{sorted(group.sync_state_set)}",
+            )
+        if designated == group.master_id:
+            return ElectionDecision(
+                ControllerCode.CONTROLLER_MASTER_STILL_EXIST,
+                designated,
+                reason="already the master",
+            )
+        unclean = designated not in group.sync_state_set
+        return ElectionDecision(
+            ControllerCode.SUCCESS, designated, unclean, "designated by an admin"
+        )
+    if group.master_id is not None and group.master_id in alive:
+        return ElectionDecision(
+            ControllerCode.CONTROLLER_MASTER_STILL_EXIST,
+            group.master_id,
+            reason="the master is alive",
+        )
+    first_time = group.master_epoch == 0 and not group.sync_state_set
+    if first_time:
+        # The group never had a master (RocketMQ's isFirstTimeForElect): every alive
+        # replica is a candidate, and nobody's data can be lost.
+        candidates = [info for b, info in alive.items() if b in group.replicas]
+    else:
+        candidates = [alive[b] for b in group.sync_state_set if b in alive]
+    unclean = False
+    if not candidates and unclean_enabled:
+        candidates = [info for b, info in alive.items() if b in group.replicas]
+        unclean = bool(candidates)
+    if not candidates:
+        return ElectionDecision(
+            ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE,
+            None,
+            reason="no alive member of the sync state set"
+            + ("" if unclean_enabled else " (unclean election is off)"),
+        )
+    winner = min(candidates, key=_rank)
+    why = (
+        "unclean: no in-sync replica alive"
+        if unclean
+        else "alive in-sync replica with the newest data"
+    )
+    return ElectionDecision(ControllerCode.SUCCESS, winner.broker_id, unclean, why)

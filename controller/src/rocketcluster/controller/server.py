@@ -1,0 +1,102 @@
+"""ControllerServer: one controller member — Raft node, gRPC API, admin HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import uvicorn
+
+from rocketcluster.api.controller_config import ControllerProcessConfig
+from rocketcluster.api.generated import controller_pb2_grpc
+from rocketcluster.controller.admin import create_controller_app
+from rocketcluster.controller.core import ControllerCore
+from rocketcluster.controller.raft.disk import DiskStorage
+from rocketcluster.controller.raft.node import NodeOptions, RaftNode
+from rocketcluster.controller.raft.transport import GrpcTransport
+from rocketcluster.controller.service import ControllerServicer
+
+log = logging.getLogger(__name__)
+
+
+class _AdminServer(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class ControllerServer:
+    def __init__(self, config: ControllerProcessConfig) -> None:
+        self.config = config
+        self.core: ControllerCore | None = None
+        self._grpc: grpc.aio.Server | None = None
+        self._transport: GrpcTransport | None = None
+        self._admin: _AdminServer | None = None
+        self._admin_task: asyncio.Task[None] | None = None
+
+    def _node(self, machine: Any) -> RaftNode:
+        cfg = self.config
+        storage = DiskStorage(cfg.data_dir / "raft")
+        if storage.torn_bytes:
+            log.warning("raft log had a torn tail of %d bytes: cut", storage.torn_bytes)
+        options = NodeOptions(
+            tick_ms=cfg.tick_ms, election_tick=cfg.election_tick, snapshot_every=cfg.snapshot_every
+        )
+        voters = tuple(sorted(m.id for m in cfg.members))
+        return RaftNode(cfg.node_id, voters, storage, machine, options)
+
+    async def start(self) -> None:
+        cfg = self.config
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self.core = ControllerCore(cfg, self._node)
+        server = grpc.aio.server(
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_receive_message_length", -1),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_ping_interval_without_data_ms", 1000),
+            ]
+        )
+        controller_pb2_grpc.add_ControllerServiceServicer_to_server(
+            ControllerServicer(self.core), server
+        )
+        address = f"{cfg.bind_host}:{cfg.raft_port}"
+        if server.add_insecure_port(address) == 0:
+            raise RuntimeError(f"cannot listen on {address}")
+        await server.start()
+        self._grpc = server
+        peers = {m.id: m.raft_address for m in cfg.members if m.id != cfg.node_id}
+        self._transport = GrpcTransport(peers, self.core.node.report_unreachable)
+        self.core.node.start(self._transport)
+        self.core.start()
+        app = create_controller_app(self.core)
+        self._admin = _AdminServer(
+            uvicorn.Config(
+                app, host=cfg.bind_host, port=cfg.admin_port, log_level="warning", lifespan="off"
+            )
+        )
+        self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
+        log.info(
+            "controller %d serving on %s (admin %s:%d)",
+            cfg.node_id,
+            address,
+            cfg.bind_host,
+            cfg.admin_port,
+        )
+
+    async def stop(self) -> None:
+        if self._grpc is not None:
+            await self._grpc.stop(1.0)
+        if self.core is not None:
+            await self.core.stop()
+            await self.core.node.stop()
+        if self._transport is not None:
+            await self._transport.close()
+        if self._admin is not None and self._admin_task is not None:
+            self._admin.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._admin_task

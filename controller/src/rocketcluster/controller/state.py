@@ -1,0 +1,310 @@
+"""ReplicasState: the controller's replicated state machine (pure, deterministic).
+
+Per broker group, as RocketMQ 5's ReplicasInfoManager keeps it: broker ids with their
+addresses, the master id, ``master_epoch``, the ``sync_state_set`` and its epoch; plus
+topic routes (the name server role) and a history of every change. Commands arrive in
+Raft order and are validated here against the epochs they were based on, so a stale
+command fails the same way on every member. What depends on liveness (who is alive,
+who should win an election) is decided by the leader before it proposes, and travels
+inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+HISTORY_LIMIT: Final = 10_000
+
+
+class ControllerCode(StrEnum):
+    """Result codes, named as RocketMQ's ResponseCode for the controller."""
+
+    SUCCESS = "SUCCESS"
+    CONTROLLER_FENCED_MASTER_EPOCH = "CONTROLLER_FENCED_MASTER_EPOCH"
+    CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = "CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH"
+    CONTROLLER_INVALID_MASTER = "CONTROLLER_INVALID_MASTER"
+    CONTROLLER_INVALID_REPLICAS = "CONTROLLER_INVALID_REPLICAS"
+    CONTROLLER_BROKER_NOT_ALIVE = "CONTROLLER_BROKER_NOT_ALIVE"
+    CONTROLLER_MASTER_STILL_EXIST = "CONTROLLER_MASTER_STILL_EXIST"
+    CONTROLLER_MASTER_NOT_AVAILABLE = "CONTROLLER_MASTER_NOT_AVAILABLE"
+    CONTROLLER_ELECT_MASTER_FAILED = "CONTROLLER_ELECT_MASTER_FAILED"
+    CONTROLLER_BROKER_NEED_TO_BE_REGISTERED = "CONTROLLER_BROKER_NEED_TO_BE_REGISTERED"
+    CONTROLLER_BROKER_ID_INVALID = "CONTROLLER_BROKER_ID_INVALID"
+    CONTROLLER_INVALID_REQUEST = "CONTROLLER_INVALID_REQUEST"
+    CONTROLLER_NOT_LEADER = "CONTROLLER_NOT_LEADER"
+
+
+@dataclass
+class BrokerReplica:
+    broker_id: int
+    address: str
+    register_check_code: str = ""
+
+
+@dataclass
+class BrokerGroup:
+    """One broker group's replica info (SyncStateInfo + BrokerReplicaInfo)."""
+
+    cluster: str
+    name: str
+    replicas: dict[int, BrokerReplica] = field(default_factory=dict)
+    master_id: int | None = None
+    master_epoch: int = 0
+    sync_state_set: list[int] = field(default_factory=list)
+    sync_state_set_epoch: int = 0
+
+    def view(self) -> dict[str, Any]:
+        master = self.replicas.get(self.master_id) if self.master_id is not None else None
+        return {
+            "cluster": self.cluster,
+            "group": self.name,
+            "masterId": self.master_id,
+            "masterAddress": master.address if master else "",
+            "masterEpoch": self.master_epoch,
+            "syncStateSet": sorted(self.sync_state_set),
+            "syncStateSetEpoch": self.sync_state_set_epoch,
+            "replicas": {str(r.broker_id): r.address for r in self.replicas.values()},
+        }
+
+
+@dataclass(frozen=True)
+class Result:
+    code: ControllerCode
+    message: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.code is ControllerCode.SUCCESS
+
+
+def ok(message: str = "", **data: Any) -> Result:
+    return Result(ControllerCode.SUCCESS, message, data)
+
+
+def fail(code: ControllerCode, message: str) -> Result:
+    return Result(code, message)
+
+
+class ReplicasState:
+    def __init__(self) -> None:
+        self.groups: dict[str, BrokerGroup] = {}
+        self.routes: dict[str, dict[str, Any]] = {}
+        self.history: list[dict[str, Any]] = []
+        self.applied_index = 0
+
+    # -- the one entry point -----------------------------------------------------
+
+    def apply(self, index: int, command: dict[str, Any], time_ms: int) -> Result:
+        """Apply the command committed at ``index`` (``time_ms`` is the leader's clock
+        when it proposed, so history times agree on every member)."""
+        self.applied_index = index
+        kind = command.get("type", "")
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            return fail(ControllerCode.CONTROLLER_INVALID_REQUEST, f"unknown command {kind!r}")
+        result: Result = handler(self, command)
+        changed = result.ok or result.code is ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE
+        if changed and kind != "Noop":
+            self._record(time_ms, command, result)
+        return result
+
+    def _record(self, time_ms: int, command: dict[str, Any], result: Result) -> None:
+        group = self.groups.get(command.get("group", ""))
+        event = {
+            "index": self.applied_index,
+            "time": time_ms,
+            "command": command.get("type"),
+            "group": command.get("group", ""),
+            "reason": command.get("reason", ""),
+            "detail": {k: v for k, v in command.items() if k not in ("type", "group", "reason")},
+        }
+        if group is not None:
+            event.update(
+                {
+                    "masterId": group.master_id,
+                    "masterEpoch": group.master_epoch,
+                    "syncStateSet": sorted(group.sync_state_set),
+                    "syncStateSetEpoch": group.sync_state_set_epoch,
+                }
+            )
+        self.history.append(event)
+        if len(self.history) > HISTORY_LIMIT:
+            del self.history[: len(self.history) - HISTORY_LIMIT]
+
+    # -- registration -----------------------------------------------------------
+
+    def _apply_broker_id(self, c: dict[str, Any]) -> Result:
+        """A broker asks for an id (RocketMQ's ApplyBrokerId): the id it proposes must
+        be the next free one, or already be its own (same check code: a retry)."""
+        group = self.groups.get(c["group"])
+        if group is None:
+            group = self.groups[c["group"]] = BrokerGroup(c.get("cluster", ""), c["group"])
+        wanted = int(c["brokerId"])
+        existing = group.replicas.get(wanted)
+        if existing is not None:
+            if existing.register_check_code == c["checkCode"]:
+                return ok("already applied", brokerId=wanted)
+            return fail(
+                ControllerCode.CONTROLLER_BROKER_ID_INVALID,
+                f"broker id {wanted} of {group.name} belongs to another broker",
+            )
+        for replica in group.replicas.values():
+            if replica.register_check_code == c["checkCode"]:
+                return ok("already applied", brokerId=replica.broker_id)
+        next_id = max(group.replicas, default=0) + 1
+        if wanted != next_id:
+            return fail(
+                ControllerCode.CONTROLLER_BROKER_ID_INVALID,
+                f"broker id {wanted} is not the next free id of {group.name} ({next_id})",
+            )
+        group.replicas[wanted] = BrokerReplica(wanted, c["address"], c["checkCode"])
+        return ok("applied", brokerId=wanted)
+
+    def _register_broker(self, c: dict[str, Any]) -> Result:
+        group = self.groups.get(c["group"])
+        replica = group.replicas.get(int(c["brokerId"])) if group else None
+        if group is None or replica is None:
+            return fail(
+                ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                f"broker {c['brokerId']} of {c['group']} has no id yet: apply for one first",
+            )
+        replica.address = c["address"]
+        return ok("registered", **group.view())
+
+    # -- SyncStateSet -------------------------------------------------------------
+
+    def _alter_sync_state_set(self, c: dict[str, Any]) -> Result:
+        group = self.groups.get(c["group"])
+        if group is None:
+            return fail(
+                ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"no group {c['group']}"
+            )
+        if int(c["masterEpoch"]) != group.master_epoch:
+            return fail(
+                ControllerCode.CONTROLLER_FENCED_MASTER_EPOCH,
+                f"master epoch {c['masterEpoch']} is not the current {group.master_epoch}",
+            )
+        if int(c["syncStateSetEpoch"]) != group.sync_state_set_epoch:
+            return fail(
+                ControllerCode.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+                f"sync state set epoch {c['syncStateSetEpoch']} is not the current "
+                f"{group.sync_state_set_epoch}",
+            )
+        if group.master_id is None or int(c["masterId"]) != group.master_id:
+            return fail(
+                ControllerCode.CONTROLLER_INVALID_MASTER,
+                f"broker {c['masterId']} is not the master of {group.name} ({group.master_id})",
+            )
+        new_set = sorted({int(b) for b in c["syncStateSet"]})
+        unknown = [b for b in new_set if b not in group.replicas]
+        if unknown:
+            return fail(ControllerCode.CONTROLLER_INVALID_REPLICAS, f"unknown brokers {unknown}")
+        if group.master_id not in new_set:
+            return fail(
+                ControllerCode.CONTROLLER_INVALID_REPLICAS,
+                "the sync state set must contain the master",
+            )
+        dead = [b for b in new_set if b in c.get("notAlive", [])]
+        if dead:
+            return fail(ControllerCode.CONTROLLER_BROKER_NOT_ALIVE, f"brokers {dead} are not alive")
+        group.sync_state_set = new_set
+        group.sync_state_set_epoch += 1
+        return ok("altered", **group.view())
+
+    # -- elections ----------------------------------------------------------------
+
+    def _elect_master(self, c: dict[str, Any]) -> Result:
+        """The leader chose ``newMaster`` (or None) from liveness; here the choice is
+        checked against the epochs it was based on and applied: a new master gets a
+        set of itself and both epochs rise; no winner keeps the set, drops the master
+        and raises the master epoch."""
+        group = self.groups.get(c["group"])
+        if group is None:
+            return fail(
+                ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"no group {c['group']}"
+            )
+        if int(c["masterEpoch"]) != group.master_epoch:
+            return fail(
+                ControllerCode.CONTROLLER_FENCED_MASTER_EPOCH,
+                f"election based on master epoch {c['masterEpoch']}, now {group.master_epoch}",
+            )
+        new_master = c.get("newMaster")
+        if new_master is None:
+            group.master_id = None
+            group.master_epoch += 1
+            return Result(
+                ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE,
+                f"no broker of {group.name} can be master",
+                group.view(),
+            )
+        new_master = int(new_master)
+        if new_master not in group.replicas:
+            return fail(ControllerCode.CONTROLLER_INVALID_REPLICAS, f"unknown broker {new_master}")
+        group.master_id = new_master
+        group.master_epoch += 1
+        group.sync_state_set = [new_master]
+        group.sync_state_set_epoch += 1
+        return ok("elected", unclean=bool(c.get("unclean")), **group.view())
+
+    # -- routes -------------------------------------------------------------------
+
+    def _put_route(self, c: dict[str, Any]) -> Result:
+        self.routes[c["topic"]] = {
+            "queues": int(c["queues"]),
+            "messageType": c.get("messageType", "NORMAL"),
+            "groups": list(c.get("groups", [])),
+        }
+        return ok("route stored")
+
+    def _delete_route(self, c: dict[str, Any]) -> Result:
+        if self.routes.pop(c["topic"], None) is None:
+            return fail(ControllerCode.CONTROLLER_INVALID_REQUEST, f"no route for {c['topic']}")
+        return ok("route deleted")
+
+    def _noop(self, c: dict[str, Any]) -> Result:
+        return ok()
+
+    # -- snapshots ----------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        data = {
+            "applied": self.applied_index,
+            "groups": {n: asdict(g) for n, g in self.groups.items()},
+            "routes": self.routes,
+            "history": self.history,
+        }
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    @classmethod
+    def restore(cls, raw: bytes) -> ReplicasState:
+        data = json.loads(raw)
+        state = cls()
+        state.applied_index = int(data["applied"])
+        for name, g in data["groups"].items():
+            replicas = {int(k): BrokerReplica(**v) for k, v in g.pop("replicas").items()}
+            state.groups[name] = BrokerGroup(**g, replicas=replicas)
+        state.routes = data["routes"]
+        state.history = data["history"]
+        return state
+
+    def events_since(self, time_ms: int, group: str | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.history
+            if e["time"] >= time_ms and (group is None or e["group"] == group)
+        ]
+
+
+_HANDLERS = {
+    "ApplyBrokerId": ReplicasState._apply_broker_id,
+    "RegisterBroker": ReplicasState._register_broker,
+    "AlterSyncStateSet": ReplicasState._alter_sync_state_set,
+    "ElectMaster": ReplicasState._elect_master,
+    "PutRoute": ReplicasState._put_route,
+    "DeleteRoute": ReplicasState._delete_route,
+    "Noop": ReplicasState._noop,
+}
