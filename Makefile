@@ -27,7 +27,7 @@ setup: .venv/.synced
 	@touch $@
 
 demo: setup
-	$(RUN) rocketctl demo standalone
+	$(RUN) rocketctl demo cluster
 
 lint: setup
 	$(RUN) ruff check .
@@ -37,7 +37,7 @@ generated: setup
 	$(RUN) python -m rocketcluster.api.protogen --check
 
 typecheck: setup
-	$(RUN) mypy api/src broker/src controller/src ctl/src api/tests broker/tests controller/tests ctl/tests
+	$(RUN) mypy api/src broker/src controller/src ctl/src api/tests broker/tests controller/tests ctl/tests e2e/local
 
 unit: setup
 	$(RUN) pytest $(PYTEST_ARGS)
@@ -48,6 +48,7 @@ bench: setup
 	$(RUN) rocketctl bench store --out bench/results
 	$(RUN) rocketctl bench clients --out bench/results
 	$(RUN) rocketctl bench controller --out bench/results
+	$(RUN) rocketctl bench replication --out bench/results
 
 SEEDS ?= 10000
 START ?= 0

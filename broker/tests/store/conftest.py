@@ -21,6 +21,9 @@ def small_config(root: Path, **overrides: Any) -> StoreConfig:
         "flush": FlushMode.SYNC,
         "checkpoint_interval_ms": 50,
         "retention_interval_ms": 3_600_000,
+        # The machine's disk is shared: its fill level must not drive these tests.
+        "disk_max_used_ratio": 1.0,
+        "disk_full_ratio": 1.0,
     }
     settings.update(overrides)
     return StoreConfig(**settings)

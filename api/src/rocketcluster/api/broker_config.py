@@ -36,6 +36,19 @@ class MessagingTuning(BaseModel):
     client_expiry_ms: int = Field(default=120_000, ge=1000)
 
 
+class HATuning(BaseModel):
+    """Replication timings (RocketMQ: syncFlushTimeout, haMaxTimeSlaveNotCatchup)."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    # How long a sync write waits for its acks before FLUSH_SLAVE_TIMEOUT.
+    ack_timeout_ms: int = Field(default=3000, ge=10)
+    # A slave that has not caught up for this long leaves the SyncStateSet. Longer
+    # than ack_timeout_ms: a slave that stalls makes writes time out before the set
+    # shrinks under them.
+    max_time_not_catchup_ms: int = Field(default=8000, ge=100)
+
+
 class BrokerProcessConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
@@ -52,6 +65,9 @@ class BrokerProcessConfig(BaseModel):
     # (a Service in Kubernetes, rocketctl local's proxy here); this broker by default.
     group_endpoint: str | None = None
     controllers: list[str] = Field(default_factory=list)
+    # Every broker group of the cluster and its client endpoint, for routes (a topic
+    # has queues on every group); empty: this group alone.
+    route_groups: dict[str, str] = Field(default_factory=dict)
     replication: ReplicationSpec = Field(default_factory=ReplicationSpec)
     flush: FlushPolicy = FlushPolicy.ASYNC
     max_message_bytes: int = 4 * 1024 * 1024
@@ -60,6 +76,7 @@ class BrokerProcessConfig(BaseModel):
     topics: list[TopicSpec] = Field(default_factory=list)
     consumer_groups: list[ConsumerGroupSpec] = Field(default_factory=list)
     messaging: MessagingTuning = Field(default_factory=MessagingTuning)
+    ha: HATuning = Field(default_factory=HATuning)
     segment_size: int | None = None
 
     @property

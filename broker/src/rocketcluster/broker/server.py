@@ -6,14 +6,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import grpc
 import uvicorn
 from rocketmq.grpc_protocol import service_pb2_grpc
 
 from rocketcluster.api.broker_config import BrokerProcessConfig
+from rocketcluster.api.generated import ha_pb2 as hpb
+from rocketcluster.api.generated import ha_pb2_grpc
 from rocketcluster.broker.admin.app import create_admin_app
+from rocketcluster.broker.ha.role import RoleManager
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.messaging.service import MessagingServicer
 from rocketcluster.broker.metrics import BrokerMetrics
@@ -48,6 +52,23 @@ class BindError(RuntimeError):
     pass
 
 
+class HAServicer(ha_pb2_grpc.HAServiceServicer):
+    """Replicate: served by the master's HAMaster (refused by a broker that is not)."""
+
+    def __init__(self, role: RoleManager) -> None:
+        self._role = role
+
+    async def Replicate(
+        self, request_iterator: AsyncIterator[hpb.SlaveMessage], context: Any
+    ) -> AsyncIterator[hpb.MasterMessage]:
+        master = self._role.ha_master
+        if master is None:
+            yield hpb.MasterMessage(handshake=hpb.HandshakeReply(refused="not ready"))
+            return
+        async for message in master.serve(request_iterator):
+            yield message
+
+
 class BrokerServer:
     def __init__(self, config: BrokerProcessConfig) -> None:
         self.config = config
@@ -57,6 +78,8 @@ class BrokerServer:
         self._admin: _AdminServer | None = None
         self._admin_task: asyncio.Task[None] | None = None
         self._ready = False
+        self.role: RoleManager | None = None
+        self._ha: grpc.aio.Server | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -64,6 +87,8 @@ class BrokerServer:
         self.store = await MessageStore.open(store_config(cfg))
         metrics = BrokerMetrics(cfg.cluster, cfg.node_id)
         self.runtime = MessagingRuntime(cfg, self.store, metrics)
+        if cfg.controllers:
+            await self._start_replication(self.runtime)
         self.runtime.start()
         app = create_admin_app(self.runtime, lambda: self._ready)
         self._admin = _AdminServer(
@@ -108,8 +133,31 @@ class BrokerServer:
             cfg.admin_port,
         )
 
+    async def _start_replication(self, runtime: MessagingRuntime) -> None:
+        """A replicated group: the HA endpoint, then the role from the controllers."""
+        cfg = self.config
+        assert self.store is not None
+        self.role = RoleManager(
+            cfg, self.store, runtime.apply_metadata, runtime.metadata_snapshot, runtime.on_role
+        )
+        ha = grpc.aio.server(
+            options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", -1)]
+        )
+        ha_pb2_grpc.add_HAServiceServicer_to_server(HAServicer(self.role), ha)
+        address = f"{cfg.bind_host}:{cfg.ha_port}"
+        if ha.add_insecure_port(address) == 0:
+            raise BindError(f"cannot serve replication on {address}")
+        await ha.start()
+        self._ha = ha
+        await self.role.start()
+        runtime.attach_role(self.role)
+
     async def stop(self) -> None:
         self._ready = False
+        if self.role is not None:
+            await self.role.stop()
+        if self._ha is not None:
+            await self._ha.stop(0.5)
         if self._grpc is not None:
             await self._grpc.stop(GRACE_SECONDS)
         if self.runtime is not None:

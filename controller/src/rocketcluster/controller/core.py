@@ -27,6 +27,7 @@ from rocketcluster.controller.state import ControllerCode, ReplicasState, Result
 log = logging.getLogger(__name__)
 
 PROPOSE_TIMEOUT_S = 5.0
+FRESH_OFFSETS_WAIT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,8 @@ class ControllerCore:
                     ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
                     f"no broker group {group!r}",
                 )
+            if not designated and g.master_id is not None:
+                await self._fresh_offsets(group, g.master_id, set(g.sync_state_set))
             decision = decide(
                 g,
                 self.liveness.alive_in(group),
@@ -234,6 +237,26 @@ class ControllerCore:
                     decision.reason,
                 )
             return reply
+
+    async def _fresh_offsets(self, group: str, dead: int, members: set[int]) -> None:
+        """Before choosing among the in-sync replicas by max offset, wait (briefly) for
+        each alive one to report an offset from after the master's death: a stale
+        heartbeat could make a replica that missed acknowledged writes look newest.
+        Replicas notice the death themselves and heartbeat at once."""
+        if self.liveness.is_alive(group, dead):
+            return
+        died = self.liveness.lost_at(group, dead)
+        deadline = self.liveness.now() + FRESH_OFFSETS_WAIT_S
+        while self.liveness.now() < deadline:
+            alive = self.liveness.alive_in(group)
+            stale = [
+                b
+                for b in members
+                if b != dead and b in alive and self.liveness.last_heartbeat(group, b) < died
+            ]
+            if not stale:
+                return
+            await asyncio.sleep(0.02)
 
     def replica_info(self, group: str) -> Reply:
         if not self.node.is_leader:

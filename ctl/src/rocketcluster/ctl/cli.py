@@ -90,6 +90,35 @@ def bench_controller(out_dir: Path, trials: int, seconds: float, work_dir: Path)
     click.echo(f"results: {path}")
 
 
+@bench.command("replication")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option("--seconds", type=float, default=5.0, show_default=True)
+@click.option("--kills", type=int, default=20, show_default=True)
+@click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/replication"))
+def bench_replication(out_dir: Path, seconds: float, kills: int, work_dir: Path) -> None:
+    """Produce throughput of replicated groups and recovery over repeated master kills."""
+    from rocketcluster.ctl.bench.replication_bench import run_replication_bench
+
+    result = run_replication_bench(work_dir, seconds, kills)
+    path = write_results(out_dir, "replication", result)
+    for name, row in result["throughput"].items():
+        lag = row.get("replication_lag_bytes", {})
+        click.echo(
+            f"{name:<24} {row['msgs_per_s']:>10,.0f} msgs/s  p99 {row['p99_ms']:.1f} ms"
+            + (f"  lag p50 {lag['p50']:,.0f} B max {lag['max']:,.0f} B" if lag else "")
+        )
+    fo = result.get("failover")
+    if fo is None:
+        click.echo(f"results: {path}")
+        return
+    click.echo(
+        f"failover over {fo['kills']} master kills: recovery p50 {fo['recovery_p50_s']:.2f} s, "
+        f"max {fo['recovery_max_s']:.2f} s; acknowledged {fo['acknowledged']:,}, "
+        f"lost {fo['lost']}, at two offsets {fo['delivered_at_two_offsets']}"
+    )
+    click.echo(f"results: {path}")
+
+
 def _client_bench(
     name: str,
     cases: tuple[str, ...],
@@ -183,6 +212,25 @@ def demo_standalone(manifest: Path, directory: Path, count: int) -> None:
     report = run_standalone_demo(manifest, directory, count)
     click.echo(json.dumps(report, indent=2))
     if report["missing"]:
+        raise SystemExit(1)
+
+
+@demo.command("cluster")
+@click.option(
+    "-f",
+    "--file",
+    "manifest",
+    type=click.Path(path_type=Path),
+    default=Path("examples/cluster.yaml"),
+)
+@click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path(".demo/cluster"))
+def demo_cluster(manifest: Path, directory: Path) -> None:
+    """Start a replicated cluster, kill a master under load, audit, stop."""
+    from rocketcluster.ctl.demo_cluster import run_cluster_demo
+
+    report = run_cluster_demo(manifest, directory)
+    click.echo(json.dumps(report, indent=2))
+    if report["lost"]:
         raise SystemExit(1)
 
 

@@ -22,6 +22,7 @@ T = TypeVar("T")
 
 # Shorter timings than production so tests of checks and persistence run in seconds.
 FAST_TUNING: dict[str, Any] = {
+    "segment_size": 16 << 20,
     "messaging": {
         "transactionCheckDelayMs": 1000,
         "transactionCheckIntervalMs": 1000,
@@ -29,7 +30,7 @@ FAST_TUNING: dict[str, Any] = {
         "consumeStatePersistMs": 100,
         "minInvisibleMs": 100,
         "clientExpiryMs": 5000,
-    }
+    },
 }
 
 

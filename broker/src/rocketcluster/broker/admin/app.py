@@ -89,7 +89,8 @@ def create_admin_app(rt: MessagingRuntime, ready: Callable[[], bool]) -> FastAPI
             "cluster": cfg.cluster,
             "group": cfg.group,
             "brokerId": cfg.broker_id,
-            "role": "master",
+            "role": rt.role.role if rt.role else "master",
+            "replication": rt.role.status() if rt.role else None,
             "clientEndpoint": cfg.client_endpoint,
             "routeEndpoint": cfg.route_endpoint,
             "commitLog": {

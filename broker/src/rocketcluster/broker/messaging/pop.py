@@ -91,6 +91,11 @@ class PopService:
         state.advance_to(lo)
         return state
 
+    def reset(self) -> None:
+        """Forget in-memory consume state (a broker that just became master starts from
+        the offsets its old master replicated to it)."""
+        self._states.clear()
+
     def states(self) -> dict[StateKey, QueueConsumeState]:
         return dict(self._states)
 

@@ -12,15 +12,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.names import dlq_topic
+from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+from rocketcluster.broker.ha.forward import Forwarder
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.clients import ClientRegistry
-from rocketcluster.broker.messaging.codes import OK
+from rocketcluster.broker.messaging.codes import OK, Code, MessagingError
 from rocketcluster.broker.messaging.convert import copy_to, to_pb
 from rocketcluster.broker.messaging.filters import FilterCache
 from rocketcluster.broker.messaging.notify import ArrivalNotifier
@@ -32,6 +34,9 @@ from rocketcluster.broker.messaging.timers import TimerService
 from rocketcluster.broker.messaging.transactions import TransactionService
 from rocketcluster.broker.metrics import BrokerMetrics
 from rocketcluster.broker.store import MessageStore, StoredMessage
+
+if TYPE_CHECKING:
+    from rocketcluster.broker.ha.role import RoleManager
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +66,18 @@ class MessagingRuntime:
             max_delay_s=self.tuning.max_delay_seconds,
         )
         self.pop = PopService(store, self.notifier, self.tuning, self.dead_letter)
-        self.timers = TimerService(store, config.data_dir / "timers")
+        self.timers = TimerService(store, config.data_dir / "timers", self.is_master)
         self.transactions = TransactionService(
-            store, config.data_dir / "transactions", self.clients, self.tuning, self._orphan_message
+            store,
+            config.data_dir / "transactions",
+            self.clients,
+            self.tuning,
+            self._orphan_message,
+            self.is_master,
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self.role: RoleManager | None = None
+        self.forwarder = Forwarder()
         self._register_gauges()
 
     # -- lifecycle -------------------------------------------------------------
@@ -90,6 +102,7 @@ class MessagingRuntime:
         finally:
             self.timers.close()
             self.transactions.close()
+            await self.forwarder.close()
 
     async def _upkeep(self) -> None:
         elapsed = 0.0
@@ -106,6 +119,117 @@ class MessagingRuntime:
                     self.pop.persist()
             except Exception:
                 log.exception("messaging upkeep failed; retrying")
+
+    # -- replication -----------------------------------------------------------
+
+    def attach_role(self, role: RoleManager) -> None:
+        self.role = role
+        if role.ha_master is not None:
+            self.send.gate = role.ha_master
+            self.store.add_write_listener(role.ha_master.data_written)
+        self._register_ha_gauges(role)
+
+    def _register_ha_gauges(self, role: RoleManager) -> None:
+        m = self.metrics
+        roles = {"master": 1.0, "slave": 2.0, "no-master": 3.0, "starting": 0.0}
+        m.gauge(
+            "rocketmq_ha_role",
+            "1 master, 2 slave, 3 no master, 0 starting",
+            lambda: [({}, roles.get(role.role, 0.0))],
+        )
+        m.gauge(
+            "rocketmq_ha_master_epoch",
+            "Master epoch of the group as this broker knows it",
+            lambda: [({}, float(role.view["masterEpoch"] if role.view else 0))],
+        )
+        m.gauge(
+            "rocketmq_ha_confirm_offset",
+            "Offset every in-sync replica holds",
+            lambda: [({}, float(self.store.confirm_offset or 0))],
+        )
+        m.gauge(
+            "rocketmq_ha_sync_state_set_size",
+            "In-sync replicas (as the master counts them)",
+            lambda: [
+                (
+                    {},
+                    float(
+                        len(role.ha_master.in_sync())
+                        if role.ha_master and role.ha_master.active
+                        else 0
+                    ),
+                )
+            ],
+        )
+
+        def lag() -> list[tuple[dict[str, str], float]]:
+            ha = role.ha_master
+            if ha is None or not ha.active:
+                return []
+            end = self.store.commitlog.committed_offset
+            return [
+                ({"slave_id": str(s.broker_id)}, float(max(0, end - s.ack_offset)))
+                for s in ha.slaves.values()
+            ]
+
+        m.gauge(
+            "rocketmq_ha_slave_ack_lag_bytes",
+            "Bytes the master holds that a slave has not acked",
+            lag,
+        )
+        m.gauge(
+            "rocketmq_ha_replicated_bytes",
+            "Bytes sent to slaves (master) or received (slave)",
+            lambda: [
+                (
+                    {},
+                    float(
+                        (role.ha_master.replicated_bytes if role.ha_master else 0)
+                        + role.received_bytes()
+                    ),
+                )
+            ],
+        )
+
+    def is_master(self) -> bool:
+        return self.role is None or self.role.is_master()
+
+    def forward_to(self) -> str | None:
+        """The master's client endpoint when requests must be forwarded there; None on
+        the master. Without a known master the request cannot be served here."""
+        role = self.role
+        if role is None or role.is_master():
+            return None
+        if not role.master_client_endpoint:
+            raise MessagingError(
+                Code.HA_NOT_AVAILABLE,
+                f"broker group {self.config.group} has no master right now; retry shortly",
+            )
+        return role.master_client_endpoint
+
+    def on_role(self, role: str) -> None:
+        if role == "master":
+            self.pop.reset()  # reload consume state from the replicated offsets
+            self.timers.wake()
+
+    def metadata_snapshot(self) -> dict[str, Any]:
+        metadata = self.store.metadata
+        return {
+            "topics": [t.model_dump(by_alias=True) for t in self.registry.topics()],
+            "groups": [g.model_dump(by_alias=True) for g in self.registry.groups()],
+            "offsets": [[g, t, q, o] for (g, t, q), o in metadata.all_offsets().items()],
+        }
+
+    def apply_metadata(self, data: dict[str, Any]) -> None:
+        """A slave adopts its master's topics, groups and consumer offsets."""
+        if self.is_master():
+            return
+        self.registry.apply_declared(
+            [TopicSpec.model_validate(t) for t in data.get("topics", [])],
+            [ConsumerGroupSpec.model_validate(g) for g in data.get("groups", [])],
+        )
+        for group, topic, qid, offset in data.get("offsets", []):
+            self.store.metadata.commit_offset(group, topic, int(qid), int(offset))
 
     # -- hooks -----------------------------------------------------------------
 
@@ -166,10 +290,15 @@ class MessagingRuntime:
 
     # -- protocol answers --------------------------------------------------------
 
-    def broker_pb(self) -> pb.Broker:
-        host, _, port = self.config.route_endpoint.rpartition(":")
+    def route_groups(self) -> dict[str, str]:
+        return self.config.route_groups or {self.config.group: self.config.route_endpoint}
+
+    def broker_pb(self, group: str | None = None) -> pb.Broker:
+        group = group or self.config.group
+        endpoint = self.route_groups().get(group, self.config.route_endpoint)
+        host, _, port = endpoint.rpartition(":")
         return pb.Broker(
-            name=self.config.group,
+            name=group,
             id=0,
             endpoints=pb.Endpoints(
                 scheme=pb.AddressScheme.IPv4 if _is_ipv4(host) else pb.AddressScheme.DOMAIN_NAME,

@@ -15,6 +15,7 @@ import secrets
 import time
 import zlib
 from dataclasses import dataclass
+from typing import Protocol
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
@@ -22,9 +23,10 @@ from rocketcluster.api.topics import MessageType, TopicSpec
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.codes import Code, MessagingError, put_code
 from rocketcluster.broker.messaging.convert import store_properties, timestamp_ms, to_store
+from rocketcluster.broker.messaging.recent import RecentIds
 from rocketcluster.broker.messaging.registry import TopicRegistry
 from rocketcluster.broker.messaging.timers import encode_recall_handle
-from rocketcluster.broker.store import MessageStore, MessageToStore
+from rocketcluster.broker.store import MessageStore, MessageToStore, PutResult, PutStatus
 
 MAX_MESSAGE_GROUP_BYTES = 64
 MAX_PROPERTIES_BYTES = 16 * 1024
@@ -45,6 +47,12 @@ _ACCEPTS = {
 
 def accepted_types(topic: TopicSpec) -> list[int]:
     return sorted(int(t) for t in _ACCEPTS[topic.message_type])
+
+
+class ReplicationGate(Protocol):
+    def refuse_write(self) -> str | None: ...
+
+    async def wait_replicated(self, end_offset: int) -> PutStatus: ...
 
 
 @dataclass(slots=True)
@@ -75,21 +83,56 @@ class SendService:
         self._max_body = max_body
         self._max_delay_ms = max_delay_s * 1000
         self._round_robin = itertools.count()
+        self.gate: ReplicationGate | None = None
+        self.recent = RecentIds()
+        store.dispatcher.record_listeners.append(self.recent.record)
 
     async def send(self, messages: list[pb.Message], client_id: str) -> list[SendOutcome]:
         """Store ``messages`` (one batch per request); one outcome per message."""
         prepared: list[_Prepared | SendOutcome] = []
         for msg in messages:
             try:
-                prepared.append(self._prepare(msg, client_id))
+                item = self._prepare(msg, client_id)
+                retry_safe = item.message_type in (TYPE_NORMAL, TYPE_FIFO)
+                landed = self.recent.get(item.record.topic, item.record.msg_id)
+                if landed is not None and retry_safe:  # a retry of a send that was stored already
+                    self.recent.duplicates += 1
+                    prepared.append(
+                        SendOutcome(
+                            Code.OK,
+                            "OK (already stored)",
+                            item.record.msg_id,
+                            item.transaction_id,
+                            landed.queue_offset,
+                            item.recall_handle,
+                        )
+                    )
+                    continue
+                prepared.append(item)
             except MessagingError as exc:
                 prepared.append(
                     SendOutcome(exc.code, exc.message, msg.system_properties.message_id)
                 )
         good = [p for p in prepared if isinstance(p, _Prepared)]
         outcomes: dict[int, SendOutcome] = {}
+        gate = self.gate
+        refusal = gate.refuse_write() if gate is not None else None
+        if good and refusal:
+            return [
+                p
+                if isinstance(p, SendOutcome)
+                else SendOutcome(Code.HA_NOT_AVAILABLE, refusal, p.record.msg_id)
+                for p in prepared
+            ]
         if good:
             result = await self._store.put_batch([p.record for p in good])
+            if result.ok and gate is not None:
+                last = result.records[-1]
+                replicated = await gate.wait_replicated(last.physical_offset + last.size)
+                if replicated is not PutStatus.PUT_OK:
+                    result = PutResult(
+                        replicated, result.records, f"replication: {replicated.value}"
+                    )
             code = put_code(result.status)
             for i, p in enumerate(good):
                 if result.ok:

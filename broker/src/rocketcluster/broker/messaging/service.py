@@ -81,11 +81,15 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         context: grpc.aio.ServicerContext[Any, Any],
         build: Callable[[pb.Status], R],
         handler: Callable[[str], Any],
+        request: Any = None,
     ) -> R:
         started = time.perf_counter()
         code = Code.OK
         try:
             client_id = client_id_of(context)
+            master = self._rt.forward_to() if request is not None else None
+            if master is not None and not _metadata(context, "x-rc-forwarded"):
+                return await self._rt.forwarder.unary(master, rpc, request, context)  # type: ignore[no-any-return]
             result = handler(client_id)
             if asyncio.iscoroutine(result):
                 result = await result
@@ -100,13 +104,15 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         finally:
             self._rt.metrics.observe_rpc(rpc, code, time.perf_counter() - started)
 
-    def _queue(self, topic_name: str, namespace: str, qid: int) -> pb.MessageQueue:
+    def _queue(
+        self, topic_name: str, namespace: str, qid: int, group: str | None = None
+    ) -> pb.MessageQueue:
         topic = self._rt.registry.require_topic(topic_name)
         return pb.MessageQueue(
             topic=pb.Resource(resource_namespace=namespace, name=topic_name),
             id=qid,
             permission=pb.Permission.READ_WRITE,
-            broker=self._rt.broker_pb(),
+            broker=self._rt.broker_pb(group),
             accept_message_types=accepted_types(topic),
         )
 
@@ -119,7 +125,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             name = request.topic.name
             topic = self._rt.registry.require_topic(name)
             ns = request.topic.resource_namespace
-            queues = [self._queue(name, ns, q) for q in range(topic.queues)]
+            # Topics live on every broker group: a queue per group and queue id, each
+            # at its group's endpoint (the one that follows the group's master).
+            queues = [
+                self._queue(name, ns, q, group)
+                for group in sorted(self._rt.route_groups())
+                for q in range(topic.queues)
+            ]
             return spb.QueryRouteResponse(status=OK_STATUS, message_queues=queues)
 
         return await self._unary(
@@ -151,7 +163,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             return spb.QueryAssignmentResponse(status=OK_STATUS, assignments=assignments)
 
         return await self._unary(
-            "QueryAssignment", context, lambda s: spb.QueryAssignmentResponse(status=s), handle
+            "QueryAssignment",
+            context,
+            lambda s: spb.QueryAssignmentResponse(status=s),
+            handle,
+            request,
         )
 
     async def NotifyClientTermination(
@@ -239,7 +255,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             return response
 
         return await self._unary(
-            "SendMessage", context, lambda s: spb.SendMessageResponse(status=s), handle
+            "SendMessage", context, lambda s: spb.SendMessageResponse(status=s), handle, request
         )
 
     async def EndTransaction(
@@ -252,7 +268,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             return spb.EndTransactionResponse(status=OK_STATUS)
 
         return await self._unary(
-            "EndTransaction", context, lambda s: spb.EndTransactionResponse(status=s), handle
+            "EndTransaction",
+            context,
+            lambda s: spb.EndTransactionResponse(status=s),
+            handle,
+            request,
         )
 
     async def RecallMessage(
@@ -264,7 +284,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             return spb.RecallMessageResponse(status=OK_STATUS, message_id=message_id)
 
         return await self._unary(
-            "RecallMessage", context, lambda s: spb.RecallMessageResponse(status=s), handle
+            "RecallMessage", context, lambda s: spb.RecallMessageResponse(status=s), handle, request
         )
 
     # -- consuming -----------------------------------------------------------------
@@ -277,6 +297,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         try:
             client_id = client_id_of(context)
             rt = self._rt
+            master = rt.forward_to()
+            if master is not None and not _metadata(context, "x-rc-forwarded"):
+                async for forwarded in rt.forwarder.stream(
+                    master, "ReceiveMessage", request, context
+                ):
+                    yield forwarded
+                return
             group = rt.registry.require_group(request.group.name)
             topic = rt.registry.require_topic(request.message_queue.topic.name)
             expression = request.filter_expression
@@ -389,7 +416,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             return spb.AckMessageResponse(status=overall, entries=entries)
 
         return await self._unary(
-            "AckMessage", context, lambda s: spb.AckMessageResponse(status=s), handle
+            "AckMessage", context, lambda s: spb.AckMessageResponse(status=s), handle, request
         )
 
     async def ChangeInvisibleDuration(
@@ -414,6 +441,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 status=s, receipt_handle=request.receipt_handle
             ),
             handle,
+            request,
         )
 
     async def ForwardMessageToDeadLetterQueue(
@@ -431,6 +459,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             context,
             lambda s: spb.ForwardMessageToDeadLetterQueueResponse(status=s),
             handle,
+            request,
         )
 
     # -- not offered -------------------------------------------------------------

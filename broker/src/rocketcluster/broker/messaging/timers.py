@@ -15,6 +15,7 @@ import contextlib
 import logging
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rocketcluster.broker.messaging import properties as prop
@@ -50,8 +51,11 @@ def _schedule_key(deliver_ms: int, message_id: str) -> bytes:
 
 
 class TimerService:
-    def __init__(self, store: MessageStore, directory: Path) -> None:
+    def __init__(
+        self, store: MessageStore, directory: Path, active: Callable[[], bool] = lambda: True
+    ) -> None:
         self._store = store
+        self._active = active
         self._log = SystemTopicLog(directory, prop.TIMER_TOPIC, ["schedule", "by_id"])
         self._wake = asyncio.Event()
         self.delivered = 0
@@ -139,6 +143,9 @@ class TimerService:
     async def run(self) -> None:
         """Ingest and deliver forever; sleeps until the next due time (at most 200 ms)."""
         while True:
+            if not self._active():  # only the master delivers delay messages
+                await asyncio.sleep(MAX_SLEEP)
+                continue
             try:
                 self.ingest()
                 while await self.deliver_due():

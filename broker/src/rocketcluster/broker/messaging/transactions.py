@@ -48,7 +48,9 @@ class TransactionService:
         clients: ClientRegistry,
         tuning: MessagingTuning,
         orphan_message: OrphanMessage,
+        active: Callable[[], bool] = lambda: True,
     ) -> None:
+        self._active = active
         self._store = store
         self._log = SystemTopicLog(directory, prop.HALF_TOPIC, ["txns"])
         self._clients = clients
@@ -189,6 +191,9 @@ class TransactionService:
 
     async def run(self) -> None:
         while True:
+            if not self._active():  # only the master resolves transactions
+                await asyncio.sleep(CHECK_TICK)
+                continue
             try:
                 self.ingest()
                 self.check_orphans()

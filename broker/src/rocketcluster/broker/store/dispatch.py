@@ -82,6 +82,9 @@ class ConsumeQueueTable:
     def queues_of(self, topic: str) -> list[ConsumeQueue]:
         return [cq for (t, _), cq in self._queues.items() if t == topic]
 
+    def clear(self) -> None:
+        self._queues.clear()
+
     def remove_topic(self, topic: str) -> None:
         for key in [k for k in self._queues if k[0] == topic]:
             self._queues.pop(key).destroy()
@@ -108,6 +111,8 @@ class Dispatcher:
         self._queues = queues
         self._index = index
         self._on_dispatched = on_dispatched
+        # Called with every dispatched batch of records (the send path's recent ids).
+        self.record_listeners: list[Callable[[list[DispatchRequest]], None]] = []
         self._pending: collections.deque[PendingBatch] = collections.deque()
         self._pending_records = 0
         # Every record ending at or below this offset is dispatched.
@@ -129,6 +134,29 @@ class Dispatcher:
     @property
     def pending(self) -> int:
         return self._pending_records
+
+    def pending_requests(self) -> list[DispatchRequest]:
+        out: list[DispatchRequest] = []
+        for batch in self._pending:
+            out.extend(batch.requests(batch.done, len(batch.records)))
+        return out
+
+    def drop_from(self, physical_offset: int) -> None:
+        """Forget pending records at or after ``physical_offset`` (a truncated tail)."""
+        kept: collections.deque[PendingBatch] = collections.deque()
+        count = 0
+        for batch in self._pending:
+            records = batch.records
+            stop = batch.done
+            while stop < len(records) and records[stop].physical_offset < physical_offset:
+                stop += 1
+            if stop > batch.done:
+                msgs = None if batch.msgs is None else batch.msgs[:stop]
+                kept.append(PendingBatch(msgs, records[:stop], batch.done))
+                count += stop - batch.done
+        self._pending = kept
+        self._pending_records = count
+        self.dispatched_offset = min(self.dispatched_offset, physical_offset)
 
     def dispatch_until(self, limit: int) -> int:
         """Dispatch pending records that end at or below ``limit``; returns how many.
@@ -188,6 +216,8 @@ class Dispatcher:
                 )
         last = batch[-1]
         self._index.submit(index_requests, last.physical_offset + last.size)
+        for listener in self.record_listeners:
+            listener(batch)
         if self._on_dispatched is not None:
             self._on_dispatched({req.topic for req in batch})
 

@@ -86,7 +86,10 @@ class MessageStore:
         self._valid_topics: set[str] = set()
         self._dispatch_scheduled = False
         self._dispatch_listeners: list[Callable[[set[str]], None]] = []
+        self._write_listeners: list[Callable[[], None]] = []
         self._confirm_offset: int | None = None
+        # Replication: only the master writes; a slave's log grows by append_replicated.
+        self.writable = True
         # Sync flush: the flush thread writes and fsyncs each group commit in one go.
         self._defer_writes = config.flush is FlushMode.SYNC
         self.disk_used_ratio = 0.0
@@ -228,6 +231,8 @@ class MessageStore:
             log.exception("commit log write failed")
             return PutResult(PutStatus.UNKNOWN_ERROR, reason=f"commit log write failed: {exc}")
         self._dispatcher.add_batch(msgs, appended)
+        for listener in self._write_listeners:
+            listener()
         self._flush.written()
         if self.config.flush is FlushMode.SYNC:
             end = appended[-1].physical_offset + appended[-1].size
@@ -250,6 +255,10 @@ class MessageStore:
             return PutResult(
                 PutStatus.SERVICE_NOT_AVAILABLE,
                 reason=f"the store stopped writes after a disk error: {self._failure}",
+            )
+        if not self.writable:
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE, reason="this broker is not its group's master"
             )
         if not msgs:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, reason="no messages")
@@ -304,10 +313,23 @@ class MessageStore:
             return self._flush.flushed_offset
         return self.commitlog.committed_offset
 
-    def set_confirm_offset(self, offset: int) -> None:
-        """Replication decides what consumers may see from here on."""
+    def set_confirm_offset(self, offset: int | None) -> None:
+        """Replication decides what consumers may see from here on (None: the flush
+        policy decides again, as for a standalone broker)."""
         self._confirm_offset = offset
         self._schedule_dispatch()
+
+    @property
+    def confirm_offset(self) -> int | None:
+        return self._confirm_offset
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        return self._dispatcher
+
+    @property
+    def flush_service(self) -> FlushCommitLogService:
+        return self._flush
 
     def _on_flushed(self, offset: int) -> None:
         if self.config.flush is FlushMode.SYNC:
@@ -329,6 +351,10 @@ class MessageStore:
         dispatcher.dispatch_until(self.dispatch_limit)
         if dispatcher.pending == 0 and dispatcher.stalled is None:
             dispatcher.dispatched_offset = min(self.commitlog.committed_offset, self.dispatch_limit)
+
+    def add_write_listener(self, listener: Callable[[], None]) -> None:
+        """``listener`` runs after every local append (replication wakes up)."""
+        self._write_listeners.append(listener)
 
     def add_dispatch_listener(self, listener: Callable[[set[str]], None]) -> None:
         """``listener`` gets the topics of every dispatched batch (long polling)."""

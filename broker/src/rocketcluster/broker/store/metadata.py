@@ -133,6 +133,9 @@ class MetadataStore:
     def get_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         return self._offsets.get((group, topic, queue_id))
 
+    def all_offsets(self) -> dict[tuple[str, str, int], int]:
+        return dict(self._offsets)
+
     def offsets_of_group(self, group: str) -> dict[tuple[str, int], int]:
         return {(t, q): o for (g, t, q), o in self._offsets.items() if g == group}
 

@@ -45,7 +45,7 @@ def _percentiles(latencies: list[float]) -> dict[str, float]:
 # -- the lean client ---------------------------------------------------------------
 
 
-async def lean_produce(endpoint: str, seconds: float) -> dict[str, Any]:
+async def lean_produce(endpoint: str, seconds: float, topic: str = TOPIC) -> dict[str, Any]:
     latencies: list[float] = []
     sent = errors = 0
     deadline = time.perf_counter() + seconds
@@ -57,7 +57,7 @@ async def lean_produce(endpoint: str, seconds: float) -> dict[str, Any]:
                 batch = [OutgoingMessage(BODY) for _ in range(LEAN_BATCH)]
                 started = time.perf_counter()
                 try:
-                    entries = await client.send(TOPIC, batch)
+                    entries = await client.send(topic, batch)
                 except Exception:
                     errors += 1
                     continue

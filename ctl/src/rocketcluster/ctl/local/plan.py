@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,25 @@ from rocketcluster.api.broker_config import (
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
 
-MODULES = {"broker": "rocketcluster.broker.main", "controller": "rocketcluster.controller.main"}
+LOCAL_SEGMENT_SIZE = 64 << 20
+
+MODULES = {
+    "broker": "rocketcluster.broker.main",
+    "controller": "rocketcluster.controller.main",
+    "proxy": "rocketcluster.ctl.local.proxy",
+}
+
+
+@dataclass
+class ProxyConfig:
+    """The group endpoints of a replicated cluster (one process for all groups)."""
+
+    controllers: list[str]
+    groups: dict[str, str]
+    admin: str
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.__dict__, indent=2))
 
 
 @dataclass
@@ -27,25 +46,35 @@ class ProcessPlan:
     host: str
     config_path: Path
     log_path: Path
-    config: BrokerProcessConfig | ControllerProcessConfig
+    config: BrokerProcessConfig | ControllerProcessConfig | ProxyConfig
     ports: dict[str, int] = field(default_factory=dict)
 
     def argv(self) -> list[str]:
         return [sys.executable, "-m", MODULES[self.role], "--config", str(self.config_path)]
 
     @property
-    def client_endpoint(self) -> str | None:
-        if isinstance(self.config, BrokerProcessConfig):
-            return self.config.route_endpoint
-        return None
+    def client_endpoints(self) -> list[str]:
+        """What clients should connect to: group endpoints, or standalone brokers."""
+        if isinstance(self.config, ProxyConfig):
+            return list(self.config.groups.values())
+        if isinstance(self.config, BrokerProcessConfig) and not self.config.controllers:
+            return [self.config.route_endpoint]
+        return []
 
 
 class UnsupportedTopology(ValueError):
     pass
 
 
+def replicated(cluster: RocketCluster) -> bool:
+    return cluster.spec.controller.replicas > 0 and cluster.spec.brokers.groups > 0
+
+
 def hosts_needed(cluster: RocketCluster) -> int:
-    return cluster.spec.controller.replicas + cluster.spec.brokers.groups
+    spec = cluster.spec
+    brokers = spec.brokers.groups * (spec.brokers.replicas if replicated(cluster) else 1)
+    proxy = 1 if replicated(cluster) else 0
+    return spec.controller.replicas + brokers + proxy
 
 
 def plan_cluster(
@@ -59,8 +88,113 @@ def plan_cluster(
     process on its own loopback address with the standard ports."""
     controllers = cluster.spec.controller.replicas
     plans = plan_controllers(cluster, directory, hosts[:controllers], controller_overrides)
-    plans += plan_standalone(cluster, directory, hosts[controllers:], overrides)
+    rest = hosts[controllers:]
+    if replicated(cluster):
+        plans += plan_replicated(cluster, directory, plans, rest, overrides)
+    else:
+        plans += plan_standalone(cluster, directory, rest, overrides)
     return plans
+
+
+def plan_replicated(
+    cluster: RocketCluster,
+    directory: Path,
+    controllers: list[ProcessPlan],
+    hosts: list[str],
+    overrides: dict[str, Any] | None,
+) -> list[ProcessPlan]:
+    """Broker groups of ``spec.brokers.replicas`` each, registered with the
+    controllers, behind one group endpoint each (the proxy process)."""
+    spec = cluster.spec
+    proxy_host = hosts[-1]
+    group_names = [cluster.broker_group_name(g) for g in range(spec.brokers.groups)]
+    endpoints = {name: f"{proxy_host}:{CLIENT_PORT + 10 * i}" for i, name in enumerate(group_names)}
+    controller_addresses = [
+        p.config.member(p.config.node_id).raft_address
+        for p in controllers
+        if isinstance(p.config, ControllerProcessConfig)
+    ]
+    plans = []
+    host_iter = iter(hosts[:-1])
+    for group in group_names:
+        for replica in range(spec.brokers.replicas):
+            host = next(host_iter)
+            name = f"{group}-{replica}"
+            settings = _broker_settings(cluster, directory, name, group, host)
+            settings.update(
+                {
+                    "broker_id": replica + 1,
+                    "controllers": controller_addresses,
+                    "group_endpoint": endpoints[group],
+                    "route_groups": endpoints,
+                }
+            )
+            settings.update(overrides or {})
+            plans.append(
+                _broker_plan(name, host, directory, BrokerProcessConfig.model_validate(settings))
+            )
+    proxy = ProxyConfig(
+        controllers=[
+            p.config.member(p.config.node_id).admin_address
+            for p in controllers
+            if isinstance(p.config, ControllerProcessConfig)
+        ],
+        groups=endpoints,
+        admin=f"{proxy_host}:{ADMIN_PORT}",
+    )
+    plans.append(
+        ProcessPlan(
+            name=f"{cluster.name}-endpoints",
+            role="proxy",
+            host=proxy_host,
+            config_path=directory / "config" / f"{cluster.name}-endpoints.json",
+            log_path=directory / "logs" / f"{cluster.name}-endpoints.log",
+            config=proxy,
+            ports={
+                "admin": ADMIN_PORT,
+                **{g: int(e.rpartition(":")[2]) for g, e in endpoints.items()},
+            },
+        )
+    )
+    return plans
+
+
+def _broker_settings(
+    cluster: RocketCluster, directory: Path, name: str, group: str, host: str
+) -> dict[str, Any]:
+    spec = cluster.spec
+    return {
+        "cluster": cluster.name,
+        "group": group,
+        "broker_id": 0,
+        "data_dir": directory / "data" / name,
+        "bind_host": host,
+        "advertised_host": host,
+        "client_port": CLIENT_PORT,
+        "admin_port": ADMIN_PORT,
+        "ha_port": HA_PORT,
+        "flush": spec.brokers.flush,
+        "max_message_bytes": spec.brokers.max_message_bytes,
+        "retention_hours": spec.brokers.retention_hours,
+        "auto_create_topics": spec.brokers.auto_create_topics,
+        "replication": spec.brokers.replication,
+        # Segments are preallocated: a laptop running many brokers wants smaller ones.
+        "segment_size": LOCAL_SEGMENT_SIZE,
+        "topics": spec.topics,
+        "consumer_groups": spec.consumer_groups,
+    }
+
+
+def _broker_plan(name: str, host: str, directory: Path, config: BrokerProcessConfig) -> ProcessPlan:
+    return ProcessPlan(
+        name=name,
+        role="broker",
+        host=host,
+        config_path=directory / "config" / f"{name}.json",
+        log_path=directory / "logs" / f"{name}.log",
+        config=config,
+        ports={"client": CLIENT_PORT, "admin": ADMIN_PORT},
+    )
 
 
 def plan_controllers(
@@ -109,43 +243,20 @@ def plan_standalone(
     hosts: list[str],
     overrides: dict[str, Any] | None = None,
 ) -> list[ProcessPlan]:
-    """One broker per group (``spec.brokers.replicas: 1``)."""
+    """One broker per group, no replication (``spec.brokers.replicas: 1``)."""
     spec = cluster.spec
     if spec.brokers.replicas != 1:
-        raise UnsupportedTopology("this runtime starts one broker per group (brokers.replicas 1)")
+        raise UnsupportedTopology(
+            "replicated broker groups need controllers (spec.controller.replicas 1, 3 or 5)"
+        )
+    names = [cluster.broker_group_name(i) for i in range(spec.brokers.groups)]
+    endpoints = {name: f"{hosts[i]}:{CLIENT_PORT}" for i, name in enumerate(names)}
     plans = []
-    for index in range(spec.brokers.groups):
-        name = cluster.broker_group_name(index)
-        host = hosts[index]
-        settings: dict[str, Any] = {
-            "cluster": cluster.name,
-            "group": name,
-            "broker_id": 0,
-            "data_dir": directory / "data" / name,
-            "bind_host": host,
-            "advertised_host": host,
-            "client_port": CLIENT_PORT,
-            "admin_port": ADMIN_PORT,
-            "ha_port": HA_PORT,
-            "flush": spec.brokers.flush,
-            "max_message_bytes": spec.brokers.max_message_bytes,
-            "retention_hours": spec.brokers.retention_hours,
-            "auto_create_topics": spec.brokers.auto_create_topics,
-            "replication": spec.brokers.replication,
-            "topics": spec.topics,
-            "consumer_groups": spec.consumer_groups,
-        }
+    for i, name in enumerate(names):
+        settings = _broker_settings(cluster, directory, name, name, hosts[i])
+        settings["route_groups"] = endpoints
         settings.update(overrides or {})
-        config = BrokerProcessConfig.model_validate(settings)
         plans.append(
-            ProcessPlan(
-                name=name,
-                role="broker",
-                host=host,
-                config_path=directory / "config" / f"{name}.json",
-                log_path=directory / "logs" / f"{name}.log",
-                config=config,
-                ports={"client": CLIENT_PORT, "admin": ADMIN_PORT},
-            )
+            _broker_plan(name, hosts[i], directory, BrokerProcessConfig.model_validate(settings))
         )
     return plans

@@ -24,7 +24,7 @@ from rocketcluster.api.broker_config import ADMIN_PORT, CLIENT_PORT, CONTROLLER_
 from rocketcluster.api.cluster import RocketCluster, load_manifest
 from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.ctl.local.addresses import allocate
-from rocketcluster.ctl.local.plan import ProcessPlan, hosts_needed, plan_cluster
+from rocketcluster.ctl.local.plan import ProcessPlan, ProxyConfig, hosts_needed, plan_cluster
 
 STATE_FILE = "cluster.json"
 READY_TIMEOUT_S = 90.0
@@ -110,14 +110,18 @@ class LocalRuntime:
         except BaseException:
             self.down()
             raise
-        state["clientEndpoints"] = ";".join(
-            endpoint for p in plans if (endpoint := p.client_endpoint) is not None
-        )
+        state["clientEndpoints"] = ";".join(e for p in plans for e in p.client_endpoints)
         state["controllers"] = ";".join(
             p.config.member(p.config.node_id).raft_address
             for p in plans
             if isinstance(p.config, ControllerProcessConfig)
         )
+        state["groupEndpoints"] = {
+            g: e
+            for p in plans
+            if isinstance(p.config, ProxyConfig)
+            for g, e in p.config.groups.items()
+        }
         state["startedAt"] = time.time()
         self._save(state)
         return state

@@ -1,0 +1,1 @@
+"""Replication: epochs, the master's HA service, the slave's client, roles."""

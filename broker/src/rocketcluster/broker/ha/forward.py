@@ -1,0 +1,70 @@
+"""Forwarder: a broker that is not its group's master passes client requests on to
+the master and relays the answer, so a client holding a connection to a demoted or
+slave broker keeps working until its routes move on."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
+
+CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.enable_retries", 0),
+]
+FORWARDED_HEADERS = {
+    "x-mq-client-id",
+    "x-mq-namespace",
+    "x-mq-language",
+    "x-mq-client-version",
+    "x-mq-date-time",
+    "x-mq-request-id",
+    "authorization",
+}
+
+
+class Forwarder:
+    def __init__(self) -> None:
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def _stub(self, endpoint: str) -> MessagingServiceStub:
+        channel = self._channels.get(endpoint)
+        if channel is None:
+            channel = self._channels[endpoint] = grpc.aio.insecure_channel(
+                endpoint, options=CHANNEL_OPTIONS
+            )
+        return MessagingServiceStub(channel)
+
+    @staticmethod
+    def _metadata(context: Any) -> tuple[tuple[str, str], ...]:
+        found = []
+        for key, value in context.invocation_metadata() or ():
+            if key in FORWARDED_HEADERS:
+                found.append((key, value if isinstance(value, str) else value.decode()))
+        return (*found, ("x-rc-forwarded", "1"))
+
+    async def unary(self, endpoint: str, method: str, request: Any, context: Any) -> Any:
+        call = getattr(self._stub(endpoint), method)
+        remaining = context.time_remaining()
+        return await call(request, metadata=self._metadata(context), timeout=remaining or 10.0)
+
+    async def stream(
+        self, endpoint: str, method: str, request: Any, context: Any
+    ) -> AsyncIterator[Any]:
+        call = getattr(self._stub(endpoint), method)
+        remaining = context.time_remaining()
+        async for response in call(
+            request, metadata=self._metadata(context), timeout=remaining or 30.0
+        ):
+            yield response
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()

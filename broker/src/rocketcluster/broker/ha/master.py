@@ -1,0 +1,409 @@
+"""HAMaster: the master's side of replication, the confirm offset and the SyncStateSet.
+
+Each slave opens ``Replicate``; the master answers its handshake with the consistent
+point and streams raw commit-log bytes (whole records, never across an epoch start),
+and the slave acks what it holds. From the acks the master computes the confirm
+offset — the offset every in-sync replica holds — which is as far as consumers may
+read, and wakes writers waiting for ``inSyncReplicas`` acks. It grows the
+SyncStateSet when a slave has caught up and shrinks it when one has not caught up for
+``max_time_not_catchup``; while a change is pending at the controller, the union of
+the old and new sets counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocketcluster.api.cluster import ReplicationMode, ReplicationSpec
+from rocketcluster.api.generated import ha_pb2 as hpb
+from rocketcluster.broker.ha.epoch import (
+    EpochEntry,
+    EpochFileCache,
+    consistent_point,
+    next_boundary,
+)
+from rocketcluster.broker.store import MessageStore, PutStatus, record
+
+log = logging.getLogger(__name__)
+
+BATCH_BYTES = 1 << 20
+IDLE_HEARTBEAT_S = 0.5
+UPKEEP_S = 0.2
+
+AlterSet = Callable[[list[int], int, int, int], Awaitable[tuple[bool, dict[str, Any] | None]]]
+
+
+@dataclass
+class SlaveState:
+    broker_id: int
+    ack_offset: int = 0
+    caught_up_at: float = 0.0
+    connected: bool = False
+    address: str = ""
+    # The master's max offset at the previous ack: a slave that acks at least that
+    # much has caught up (RocketMQ's lastMasterMaxOffset), even under steady load.
+    last_master_max: int = 0
+
+
+@dataclass
+class GroupView:
+    master_id: int
+    master_epoch: int
+    sync_state_set: set[int] = field(default_factory=set)
+    sync_state_set_epoch: int = 0
+
+
+class ReplicationOutcome:
+    OK = PutStatus.PUT_OK
+
+
+class HAMaster:
+    def __init__(
+        self,
+        store: MessageStore,
+        epochs: EpochFileCache,
+        broker_id: int,
+        replication: ReplicationSpec,
+        alter_sync_state_set: AlterSet,
+        metadata_snapshot: Callable[[], dict[str, Any]],
+        *,
+        max_time_not_catchup_s: float = 3.0,
+        ack_timeout_s: float = 3.0,
+    ) -> None:
+        self.store = store
+        self.epochs = epochs
+        self.broker_id = broker_id
+        self.replication = replication
+        self._alter = alter_sync_state_set
+        self._metadata = metadata_snapshot
+        self.max_time_not_catchup_s = max_time_not_catchup_s
+        self.ack_timeout_s = ack_timeout_s
+        self.slaves: dict[int, SlaveState] = {}
+        self.view: GroupView | None = None
+        self.active = False
+        self._pending_set: set[int] | None = None
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._data_ready = asyncio.Event()
+        self._upkeep: asyncio.Task[None] | None = None
+        self.replicated_bytes = 0
+        self._confirm = 0
+        self._activated_at = 0.0
+
+    # -- becoming and stopping being master ------------------------------------------
+
+    def activate(self, view: GroupView) -> None:
+        self.view = view
+        self.active = True
+        self._activated_at = time.monotonic()
+        self._confirm = self.store.commitlog.committed_offset
+        if self._upkeep is None:
+            self._upkeep = asyncio.get_running_loop().create_task(
+                self._upkeep_loop(), name="ha-upkeep"
+            )
+        self._recompute()
+
+    def update_view(self, view: GroupView) -> None:
+        if self.view is not None and (view.master_epoch, view.sync_state_set_epoch) < (
+            self.view.master_epoch,
+            self.view.sync_state_set_epoch,
+        ):
+            return  # stale
+        self.view = view
+        self._pending_set = None
+        self._recompute()
+
+    def deactivate(self) -> None:
+        self.active = False
+        self.view = None
+        for _, fut in self._waiters:
+            if not fut.done():
+                fut.set_result(None)  # woken to find the broker demoted
+        self._waiters.clear()
+        self._data_ready.set()
+
+    async def close(self) -> None:
+        self.deactivate()
+        if self._upkeep is not None:
+            self._upkeep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._upkeep
+
+    # -- who counts -------------------------------------------------------------------
+
+    def in_sync(self) -> set[int]:
+        """The SyncStateSet, joined with a pending change until the controller answers."""
+        members = set(self.view.sync_state_set) if self.view else {self.broker_id}
+        if self._pending_set is not None:
+            members |= self._pending_set
+        members.add(self.broker_id)
+        return members
+
+    def _acked(self, broker_id: int) -> int:
+        if broker_id == self.broker_id:
+            return self.store.commitlog.committed_offset
+        slave = self.slaves.get(broker_id)
+        # A disconnected member still holds what it acked; the set shrinks after
+        # max_time_not_catchup, and until then its last ack bounds the confirm offset.
+        return slave.ack_offset if slave is not None else 0
+
+    def needed_acks(self) -> int:
+        members = self.in_sync()
+        if self.replication.all_ack_in_sync_state_set:
+            return len(members)
+        return min(self.replication.in_sync_replicas, len(members))
+
+    def confirm_offset(self) -> int:
+        """Every in-sync replica holds the data below this offset (never decreasing:
+        consumers may have read up to it)."""
+        computed = min(self._acked(b) for b in self.in_sync())
+        self._confirm = max(self._confirm, computed)
+        return self._confirm
+
+    def _recompute(self) -> None:
+        if not self.active:
+            return
+        self.store.set_confirm_offset(self.confirm_offset())
+        acked = sorted((self._acked(b) for b in self.in_sync()), reverse=True)
+        need = self.needed_acks()
+        reached = acked[need - 1] if len(acked) >= need else 0
+        still = []
+        for end, fut in self._waiters:
+            if fut.done():
+                continue
+            if end <= reached:
+                fut.set_result(None)
+            else:
+                still.append((end, fut))
+        self._waiters = still
+
+    # -- the write path ------------------------------------------------------------
+
+    def refuse_write(self) -> str | None:
+        """Why a write must be refused before it is stored (IN_SYNC_REPLICAS_NOT_ENOUGH)."""
+        if not self.active:
+            return "this broker is not the master"
+        if self.replication.mode is ReplicationMode.SYNC:
+            members = len(self.in_sync())
+            if members < self.replication.min_in_sync_replicas:
+                return (
+                    f"only {members} in-sync replica(s), fewer than minInSyncReplicas "
+                    f"{self.replication.min_in_sync_replicas}"
+                )
+        return None
+
+    async def wait_replicated(self, end_offset: int) -> PutStatus:
+        """Sync replication: wait until enough in-sync replicas hold ``end_offset``."""
+        self._data_ready.set()
+        if self.replication.mode is not ReplicationMode.SYNC:
+            return PutStatus.PUT_OK
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((end_offset, fut))
+        self._recompute()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), self.ack_timeout_s)
+        except TimeoutError:
+            return PutStatus.FLUSH_SLAVE_TIMEOUT
+        if not self.active:
+            return PutStatus.SLAVE_NOT_AVAILABLE
+        return PutStatus.PUT_OK
+
+    def data_written(self) -> None:
+        self._data_ready.set()
+        self._recompute()
+
+    # -- serving a slave ---------------------------------------------------------------
+
+    async def serve(
+        self, requests: AsyncIterator[hpb.SlaveMessage]
+    ) -> AsyncIterator[hpb.MasterMessage]:
+        first = await anext(requests, None)
+        if first is None or not first.HasField("handshake"):
+            return
+        hs = first.handshake
+        if not self.active:
+            yield hpb.MasterMessage(handshake=hpb.HandshakeReply(refused="not the master"))
+            return
+        reply = self._handshake(hs)
+        yield hpb.MasterMessage(handshake=reply)
+        slave = self.slaves.setdefault(hs.broker_id, SlaveState(hs.broker_id))
+        slave.connected = True
+        slave.ack_offset = min(reply.start_offset, hs.max_offset)
+        position = reply.start_offset
+        acks = asyncio.get_running_loop().create_task(self._read_acks(requests, slave))
+        log.info(
+            "slave %d replicating from %d (truncate to %d)",
+            hs.broker_id,
+            position,
+            reply.truncate_to,
+        )
+        last_meta = 0.0
+        try:
+            while self.active and not acks.done():
+                clog = self.store.commitlog
+                if position < clog.committed_offset:
+                    chunk = self._chunk(position)
+                    data = clog.read(position, chunk)
+                    epoch = self._epoch_of(position)
+                    yield hpb.MasterMessage(
+                        data=hpb.Data(
+                            offset=position,
+                            data=data,
+                            epoch=epoch.epoch,
+                            epoch_start=epoch.start_offset,
+                            confirm_offset=self.confirm_offset(),
+                            master_max_offset=clog.committed_offset,
+                        )
+                    )
+                    position += len(data)
+                    self.replicated_bytes += len(data)
+                    continue
+                now = time.monotonic()
+                if now - last_meta >= 1.0:
+                    last_meta = now
+                    yield hpb.MasterMessage(
+                        metadata=hpb.Metadata(json=json.dumps(self._metadata()))
+                    )
+                self._data_ready.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._data_ready.wait(), IDLE_HEARTBEAT_S)
+                if position >= self.store.commitlog.committed_offset:
+                    yield hpb.MasterMessage(
+                        heartbeat=hpb.Heartbeat(
+                            confirm_offset=self.confirm_offset(),
+                            master_max_offset=self.store.commitlog.committed_offset,
+                            master_epoch=self.view.master_epoch if self.view else 0,
+                        )
+                    )
+        finally:
+            acks.cancel()
+            slave.connected = False
+            self._recompute()
+            log.info("slave %d disconnected", hs.broker_id)
+
+    def _handshake(self, hs: hpb.Handshake) -> hpb.HandshakeReply:
+        clog = self.store.commitlog
+        mine = list(self.epochs.entries)
+        theirs = [EpochEntry(e.epoch, e.start_offset) for e in hs.epochs]
+        reply = hpb.HandshakeReply(
+            epochs=[hpb.EpochEntry(epoch=e.epoch, start_offset=e.start_offset) for e in mine],
+            master_epoch=self.view.master_epoch if self.view else 0,
+        )
+        fresh = hs.max_offset == hs.min_offset and not theirs
+        cp = None if fresh else consistent_point(mine, clog.committed_offset, theirs, hs.max_offset)
+        if cp is None or cp < clog.min_offset:
+            # Nothing shared (a new slave) or shared history already deleted here:
+            # start over at this log's first segment.
+            reply.reset = True
+            reply.truncate_to = reply.start_offset = clog.min_offset
+        else:
+            reply.truncate_to = reply.start_offset = cp
+        return reply
+
+    async def _read_acks(
+        self, requests: AsyncIterator[hpb.SlaveMessage], slave: SlaveState
+    ) -> None:
+        async for message in requests:
+            if message.HasField("ack"):
+                slave.ack_offset = message.ack.max_offset
+                if slave.ack_offset >= slave.last_master_max:
+                    slave.caught_up_at = time.monotonic()
+                slave.last_master_max = self.store.commitlog.committed_offset
+                self._recompute()
+
+    def _chunk(self, position: int) -> int:
+        """Bytes from ``position`` ending on a record boundary, within one segment,
+        one epoch and about BATCH_BYTES."""
+        clog = self.store.commitlog
+        limit = clog.committed_offset
+        boundary = next_boundary(self.epochs.entries, position)
+        if boundary is not None:
+            limit = min(limit, boundary)
+        segment_end = (position // clog.segment_size + 1) * clog.segment_size
+        limit = min(limit, segment_end)
+        pos = position
+        while pos < limit and (pos == position or pos - position < BATCH_BYTES):
+            head = clog.read(pos, record.END_FILE_MIN_BLANK_LENGTH)
+            total = int.from_bytes(head[:4], "big")
+            if total <= 0 or pos + total > limit:
+                break
+            pos += total
+        return max(pos - position, 0) or (limit - position)
+
+    def _epoch_of(self, position: int) -> EpochEntry:
+        found = EpochEntry(0, 0)
+        for entry in self.epochs.entries:
+            if entry.start_offset <= position:
+                found = entry
+        return found
+
+    # -- SyncStateSet upkeep ----------------------------------------------------------
+
+    async def _upkeep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(UPKEEP_S)
+            if not self.active or self.view is None or self._pending_set is not None:
+                continue
+            try:
+                await self._maybe_alter()
+            except Exception:
+                log.exception("SyncStateSet upkeep failed")
+            self._recompute()
+
+    async def _maybe_alter(self) -> None:
+        view_now = self.view
+        if view_now is None:
+            return
+        now = time.monotonic()
+        current = set(view_now.sync_state_set) | {self.broker_id}
+        wanted = set(current)
+        epoch_start = self.epochs.last.start_offset if self.epochs.last else 0
+        confirm = self.confirm_offset()
+        for slave in self.slaves.values():
+            if slave.broker_id == self.broker_id:
+                continue
+            recent = now - slave.caught_up_at <= self.max_time_not_catchup_s
+            caught_up = slave.connected and recent and slave.ack_offset >= max(confirm, epoch_start)
+            if slave.broker_id not in current and caught_up:
+                wanted.add(slave.broker_id)
+            elif (
+                slave.broker_id in current
+                and now - slave.caught_up_at > self.max_time_not_catchup_s
+            ):
+                # Connected or not: a member leaves only after max_time_not_catchup, so
+                # a replica that just dropped does not let writes be acknowledged by
+                # fewer replicas at once.
+                wanted.discard(slave.broker_id)
+        if now - self._activated_at > self.max_time_not_catchup_s:
+            for member in list(current):
+                if member != self.broker_id and member not in self.slaves:
+                    wanted.discard(member)  # never connected since this broker became master
+        if wanted == current:
+            return
+        self._pending_set = wanted | current  # both count until the controller answers
+        try:
+            ok, view = await self._alter(
+                sorted(wanted), view_now.master_epoch, view_now.sync_state_set_epoch, self.broker_id
+            )
+        finally:
+            self._pending_set = None
+        if ok and view is not None:
+            self.update_view(
+                GroupView(
+                    view["masterId"],
+                    view["masterEpoch"],
+                    set(view["syncStateSet"]),
+                    view["syncStateSetEpoch"],
+                )
+            )
+            log.info(
+                "SyncStateSet now %s (epoch %d)",
+                sorted(view["syncStateSet"]),
+                view["syncStateSetEpoch"],
+            )

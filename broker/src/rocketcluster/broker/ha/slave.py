@@ -1,0 +1,174 @@
+"""HASlave: a slave's side of replication.
+
+Connect to the master's HA endpoint, send the epoch table and max offset, cut the
+log back to the consistent point the master names (or start over empty at its first
+segment), then append what streams in — every record checked — and ack it. The
+master's confirm offset decides what this slave's consumers could see. Reconnects
+with a short, bounded backoff; stops the moment the broker's role changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+
+from rocketcluster.api.generated import ha_pb2 as hpb
+from rocketcluster.api.generated.ha_pb2_grpc import HAServiceStub
+from rocketcluster.broker.ha.epoch import EpochFileCache
+from rocketcluster.broker.store import MessageStore
+from rocketcluster.broker.store.replica import append_replicated, reset_to, truncate_to
+
+log = logging.getLogger(__name__)
+
+CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.keepalive_time_ms", 2000),
+    ("grpc.keepalive_timeout_ms", 2000),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+IDLE_TIMEOUT_S = 5.0
+RETRY_S = 0.2
+
+
+class HASlave:
+    def __init__(
+        self,
+        store: MessageStore,
+        epochs: EpochFileCache,
+        group: str,
+        broker_id: int,
+        master_address: str,
+        on_metadata: Callable[[dict[str, Any]], None],
+        on_master_lost: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.epochs = epochs
+        self.group = group
+        self.broker_id = broker_id
+        self.master_address = master_address
+        self._on_metadata = on_metadata
+        self._on_master_lost = on_master_lost
+        self._task: asyncio.Task[None] | None = None
+        self.connected = False
+        self.received_bytes = 0
+        self.master_max_offset = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="ha-slave")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._replicate()
+            except asyncio.CancelledError:
+                raise
+            except grpc.aio.AioRpcError as exc:
+                log.info("replication from %s broke: %s", self.master_address, exc.code().name)
+            except Exception:
+                log.exception("replication from %s failed", self.master_address)
+            if self.connected:
+                self.connected = False
+                self._on_master_lost()
+            await asyncio.sleep(RETRY_S)
+
+    async def _replicate(self) -> None:
+        async with grpc.aio.insecure_channel(
+            self.master_address, options=CHANNEL_OPTIONS
+        ) as channel:
+            outbox: asyncio.Queue[hpb.SlaveMessage] = asyncio.Queue()
+            clog = self.store.commitlog
+            outbox.put_nowait(
+                hpb.SlaveMessage(
+                    handshake=hpb.Handshake(
+                        group=self.group,
+                        broker_id=self.broker_id,
+                        epochs=[
+                            hpb.EpochEntry(epoch=e.epoch, start_offset=e.start_offset)
+                            for e in self.epochs.entries
+                        ],
+                        max_offset=clog.write_offset,
+                        min_offset=clog.min_offset,
+                    )
+                )
+            )
+
+            async def requests() -> AsyncIterator[hpb.SlaveMessage]:
+                while True:
+                    yield await outbox.get()
+
+            stream = HAServiceStub(channel).Replicate(requests())
+            reply_message = await asyncio.wait_for(stream.read(), IDLE_TIMEOUT_S)
+            if reply_message is grpc.aio.EOF or not reply_message.HasField("handshake"):
+                raise ConnectionError("the master closed the replication stream")
+            reply = reply_message.handshake
+            if reply.refused:
+                raise ConnectionError(f"the master refused: {reply.refused}")
+            self._align(reply)
+            self.connected = True
+            log.info("replicating from %s at %d", self.master_address, clog.write_offset)
+            while True:
+                message = await asyncio.wait_for(stream.read(), IDLE_TIMEOUT_S)
+                if message is grpc.aio.EOF:
+                    raise ConnectionError("the master ended the replication stream")
+                which = message.WhichOneof("body")
+                if which == "data":
+                    self._apply(message.data)
+                    outbox.put_nowait(
+                        hpb.SlaveMessage(ack=hpb.SlaveAck(max_offset=clog.write_offset))
+                    )
+                elif which == "heartbeat":
+                    self._confirm(message.heartbeat.confirm_offset)
+                    self.master_max_offset = message.heartbeat.master_max_offset
+                    outbox.put_nowait(
+                        hpb.SlaveMessage(ack=hpb.SlaveAck(max_offset=clog.write_offset))
+                    )
+                elif which == "metadata":
+                    self._on_metadata(json.loads(message.metadata.json))
+
+    def _align(self, reply: hpb.HandshakeReply) -> None:
+        """Cut the diverged tail (or start over), and adopt the master's epochs up to
+        the point where the two logs agree."""
+        store = self.store
+        if reply.reset:
+            log.warning(
+                "starting over empty at %d (no shared history with the master)", reply.start_offset
+            )
+            reset_to(store, reply.start_offset)
+            self.epochs.replace([])
+        elif reply.truncate_to < store.commitlog.write_offset:
+            log.warning(
+                "cutting %d bytes that diverged from the master (log %d -> %d)",
+                store.commitlog.write_offset - reply.truncate_to,
+                store.commitlog.write_offset,
+                reply.truncate_to,
+            )
+            truncate_to(store, reply.truncate_to)
+            self.epochs.truncate_from(reply.truncate_to)
+
+    def _apply(self, data: hpb.Data) -> None:
+        last = self.epochs.last
+        if last is None or data.epoch > last.epoch:
+            self.epochs.append(data.epoch, data.epoch_start)
+        append_replicated(self.store, data.offset, data.data)
+        self.received_bytes += len(data.data)
+        self.master_max_offset = data.master_max_offset
+        self._confirm(data.confirm_offset)
+
+    def _confirm(self, confirm: int) -> None:
+        self.store.set_confirm_offset(min(confirm, self.store.commitlog.write_offset))

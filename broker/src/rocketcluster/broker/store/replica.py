@@ -1,0 +1,114 @@
+"""What replication needs from a store: append a master's raw bytes, cut a diverged
+tail, or start over at a master's offset.
+
+A slave's commit log is a byte-for-byte copy of its master's, so records keep their
+commit-log and queue offsets across failovers: a message never shows up under two
+offsets. Every copied record is checked (CRC, position) before it is written, and
+its consume-queue and index entries are dispatched like those of a local write —
+only up to the confirm offset the master sends.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from rocketcluster.broker.store import record
+from rocketcluster.broker.store.dispatch import DispatchRequest
+from rocketcluster.broker.store.errors import CorruptRecordError, StoreError
+from rocketcluster.broker.store.message_store import MessageStore
+
+
+def scan_records(data: bytes, offset: int, segment_size: int) -> list[DispatchRequest]:
+    """Check every record in ``data`` (copied from ``offset``) and describe the messages.
+
+    Raises CorruptRecordError when a record fails its checks or ``data`` ends inside
+    one: replication sends whole records only.
+    """
+    view = memoryview(data)
+    pos = 0
+    out: list[DispatchRequest] = []
+    while pos < len(data):
+        absolute = offset + pos
+        space_left = segment_size - absolute % segment_size
+        check = record.check_record(view, pos, absolute, space_left)
+        if check.kind == record.RecordKind.BLANK:
+            if pos + check.size > len(data):
+                raise CorruptRecordError(absolute, "blank record cut short")
+            pos += check.size
+            continue
+        if check.kind is None:
+            raise CorruptRecordError(absolute, check.reason)
+        msg = record.decode(view, pos)
+        out.append(
+            DispatchRequest(
+                msg.topic,
+                msg.queue_id,
+                msg.queue_offset,
+                msg.physical_offset,
+                msg.size,
+                msg.tags_code,
+                msg.msg_id,
+                msg.keys,
+            )
+        )
+        pos += check.size
+    return out
+
+
+def append_replicated(store: MessageStore, offset: int, data: bytes) -> int:
+    """Append bytes copied from the master at ``offset``; returns the new end."""
+    clog = store.commitlog
+    if offset != clog.write_offset:
+        raise StoreError(f"replicated data at {offset}, but this log ends at {clog.write_offset}")
+    requests = scan_records(data, offset, clog.segment_size)
+    clog.append_raw(offset, data)
+    offsets = clog.queue_offsets
+    for req in requests:
+        key = (req.topic, req.queue_id)
+        if offsets.get(key, 0) <= req.queue_offset:
+            offsets[key] = req.queue_offset + 1
+    if requests:
+        store.dispatcher.add_requests(requests)
+    store.flush_service.written()
+    store.retry_stalled_dispatch()
+    return clog.write_offset
+
+
+def truncate_to(store: MessageStore, offset: int) -> None:
+    """Cut the log (and everything derived from it) at ``offset``."""
+    clog = store.commitlog
+    if offset >= clog.write_offset:
+        return
+    store.dispatcher.drop_from(offset)
+    for seg in clog.truncate(offset):
+        seg.path.unlink(missing_ok=True)
+    for cq in store.queues:
+        cq.truncate_from_physical(offset)
+    _rebuild_queue_offsets(store)
+    confirm = store.confirm_offset
+    if confirm is not None and confirm > offset:
+        store.set_confirm_offset(offset)
+
+
+def reset_to(store: MessageStore, start: int) -> None:
+    """Drop the whole log and start empty at ``start`` (a segment start of the
+    master): for a slave too far behind its master, or one that shares no history."""
+    clog = store.commitlog
+    store.dispatcher.drop_from(clog.min_offset)
+    for seg in clog.truncate(clog.min_offset):
+        seg.path.unlink(missing_ok=True)
+    clog.set_empty_start(start)
+    for cq in list(store.queues):
+        cq.destroy()
+    store.queues.clear()
+    shutil.rmtree(store.config.consumequeue_dir, ignore_errors=True)
+    clog.queue_offsets = {}
+    store.set_confirm_offset(start)
+
+
+def _rebuild_queue_offsets(store: MessageStore) -> None:
+    offsets = {(cq.topic, cq.queue_id): cq.max_index for cq in store.queues}
+    for req in store.dispatcher.pending_requests():
+        key = (req.topic, req.queue_id)
+        offsets[key] = max(offsets.get(key, 0), req.queue_offset + 1)
+    store.commitlog.queue_offsets = offsets

@@ -1,0 +1,184 @@
+"""Group endpoints for local mode: what a per-group Service is in Kubernetes.
+
+One TCP proxy per broker group listens on a stable address and forwards each client
+connection to the group's current master, which it learns from the controllers. When
+the master changes, it closes the connections it holds so clients reconnect — to the
+new master — at once; a connection arriving while the group has no master waits for
+one instead of being refused (a refused connection would put the client's gRPC
+channel into its reconnect backoff).
+
+``python -m rocketcluster.ctl.local.proxy --config FILE``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+log = logging.getLogger("rocketcluster.proxy")
+
+POLL_S = 0.1
+WAIT_FOR_MASTER_S = 15.0
+BUFFER = 1 << 16
+
+
+class GroupProxy:
+    def __init__(self, group: str, listen: str) -> None:
+        self.group = group
+        self.listen = listen
+        self.master: str | None = None
+        self.changed = asyncio.Event()
+        self._connections: set[asyncio.StreamWriter] = set()
+        self.switches = 0
+
+    def set_master(self, endpoint: str | None) -> None:
+        if endpoint == self.master:
+            return
+        log.info("group %s: master endpoint %s -> %s", self.group, self.master, endpoint)
+        self.master = endpoint
+        self.switches += 1
+        self.changed.set()
+        self.changed = asyncio.Event()
+        for writer in list(self._connections):
+            writer.close()  # clients reconnect, through us, to the new master
+
+    async def _wait_master(self) -> str | None:
+        deadline = asyncio.get_running_loop().time() + WAIT_FOR_MASTER_S
+        while self.master is None:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), left)
+        return self.master
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._connections.add(writer)
+        upstream_writer: asyncio.StreamWriter | None = None
+        try:
+            master = await self._wait_master()
+            if master is None:
+                return
+            host, _, port = master.rpartition(":")
+            try:
+                up_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+            except OSError:
+                return
+            self._connections.add(upstream_writer)
+            await asyncio.gather(_pipe(reader, upstream_writer), _pipe(up_reader, writer))
+        finally:
+            for w in (writer, upstream_writer):
+                if w is not None:
+                    self._connections.discard(w)
+                    w.close()
+
+    async def serve(self) -> asyncio.Server:
+        host, _, port = self.listen.rpartition(":")
+        return await asyncio.start_server(self.handle, host, int(port), reuse_address=True)
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(BUFFER):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()
+
+
+async def _masters(http: httpx.AsyncClient, admins: list[str]) -> dict[str, str | None] | None:
+    """Each group's master client endpoint, as the controller leader sees it."""
+    for admin in admins:
+        try:
+            cluster = (await http.get(f"http://{admin}/v1/cluster")).json()
+            leader = next(
+                (m["adminAddress"] for m in cluster["members"] if m["id"] == cluster["leader"]),
+                None,
+            )
+            if leader is None:
+                continue
+            groups = (await http.get(f"http://{leader}/v1/groups")).json()
+        except (httpx.HTTPError, ValueError, KeyError):
+            continue
+        out: dict[str, str | None] = {}
+        for g in groups:
+            master = g["masterId"]
+            registered = g["replicas"].get(str(master)) if master is not None else None
+            out[g["group"]] = registered.partition("|")[0] if registered else None
+        return out
+    return None
+
+
+async def _admin(proxies: dict[str, GroupProxy], listen: str) -> asyncio.Server:
+    """A minimal HTTP endpoint: /readyz (every group has a master) and /v1/groups."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await reader.readline()
+            while (await reader.readline()).strip():
+                pass
+            path = request.split()[1].decode() if len(request.split()) > 1 else "/"
+            body: dict[str, Any] = {
+                g: {"master": p.master, "switches": p.switches, "listen": p.listen}
+                for g, p in proxies.items()
+            }
+            ready = all(p.master for p in proxies.values())
+            status = "200 OK" if path != "/readyz" or ready else "503 Service Unavailable"
+            payload = json.dumps(body if path != "/readyz" else {"ready": ready}).encode()
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode()
+                + payload
+            )
+            await writer.drain()
+        except (ConnectionError, IndexError):
+            pass
+        finally:
+            writer.close()
+
+    host, _, port = listen.rpartition(":")
+    return await asyncio.start_server(handle, host, int(port), reuse_address=True)
+
+
+async def run(config: dict[str, Any]) -> None:
+    proxies = {group: GroupProxy(group, listen) for group, listen in config["groups"].items()}
+    servers = [await p.serve() for p in proxies.values()]
+    servers.append(await _admin(proxies, config["admin"]))
+    print("READY proxy", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with httpx.AsyncClient(timeout=1.0) as http:
+        while not stop.is_set():
+            masters = await _masters(http, config["controllers"])
+            if masters is not None:
+                for group, proxy in proxies.items():
+                    proxy.set_master(masters.get(group))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), POLL_S)
+    for server in servers:
+        server.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Per-group endpoints that follow the master.")
+    parser.add_argument("--config", type=Path, required=True)
+    args = parser.parse_args()
+    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    asyncio.run(run(json.loads(args.config.read_text())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""A replicated cluster on the local runtime, seen from outside: who is master, what
+the controllers say, and an official-client workload that records every
+acknowledgement — shared by the failover tests, `rocketctl demo cluster` and the
+failover benchmark."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rocketmq.v5.client import ClientConfiguration, Credentials
+from rocketmq.v5.model import Message
+from rocketmq.v5.producer import Producer
+
+from rocketcluster.api.client.lean import LeanClient
+from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.testing import quiet_official_client, wait_for
+
+TOPIC = "orders"
+
+
+def ha_cluster(*, unclean: bool = False, mode: str = "sync", name: str = "ha") -> RocketCluster:
+    """One group of three replicas acknowledging on two, three controllers."""
+    return RocketCluster.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "controller": {"replicas": 3},
+                "brokers": {
+                    "groups": 1,
+                    "replicas": 3,
+                    "flush": "async",
+                    "replication": {
+                        "mode": mode,
+                        "inSyncReplicas": 2,
+                        "minInSyncReplicas": 1,
+                        "uncleanElection": unclean,
+                    },
+                },
+                "topics": [{"name": TOPIC, "queues": 4}],
+                "consumerGroups": [{"name": "billing"}, {"name": "audit"}],
+            },
+        }
+    )
+
+
+@dataclass
+class Cluster:
+    runtime: LocalRuntime
+    state: dict[str, Any]
+    group: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.group:
+            self.group = f"{self.state['name']}-broker-0"
+
+    @property
+    def endpoints(self) -> str:
+        return str(self.state["clientEndpoints"])
+
+    def brokers(self) -> list[dict[str, Any]]:
+        return [
+            p
+            for p in self.state["processes"]
+            if p["role"] == "broker" and p["name"].startswith(f"{self.group}-")
+        ]
+
+    def controllers(self) -> list[dict[str, Any]]:
+        return [p for p in self.state["processes"] if p["role"] == "controller"]
+
+    def broker_view(self, proc: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            return httpx.get(f"http://{proc['addresses']['admin']}/v1/broker", timeout=2).json()  # type: ignore[no-any-return]
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    def master(self, exclude: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+        def find() -> dict[str, Any] | None:
+            for proc in self.brokers():
+                if proc["name"] in exclude:
+                    continue
+                view = self.broker_view(proc)
+                if view and view["role"] == "master":
+                    return proc
+            return None
+
+        return wait_for(find, timeout=60, what="a master")
+
+    def group_view(self) -> dict[str, Any] | None:
+        for proc in self.controllers():
+            try:
+                cluster = httpx.get(
+                    f"http://{proc['addresses']['admin']}/v1/cluster", timeout=2
+                ).json()
+                leader = next(m for m in cluster["members"] if m["id"] == cluster["leader"])
+                url = f"http://{leader['adminAddress']}/v1/groups/{self.group}"
+                view: dict[str, Any] = httpx.get(url, timeout=2).json()
+                return view
+            except (httpx.HTTPError, ValueError, StopIteration, KeyError):
+                continue
+        return None
+
+    def wait_in_sync(self, size: int, timeout: float = 120) -> dict[str, Any]:
+        def ok() -> dict[str, Any] | None:
+            view = self.group_view()
+            return view if view and len(view["syncStateSet"]) == size else None
+
+        return wait_for(ok, timeout=timeout, what=f"a SyncStateSet of {size}")
+
+
+@contextlib.contextmanager
+def running(directory: Path, cluster: RocketCluster) -> Iterator[Cluster]:
+    quiet_official_client()
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    runtime = LocalRuntime(directory)
+    state = runtime.up(cluster, overrides={"segment_size": 16 << 20})
+    try:
+        handle = Cluster(runtime, state)
+        handle.master()
+        handle.wait_in_sync(3)
+        yield handle
+    finally:
+        runtime.down()
+
+
+@dataclass
+class Workload:
+    """Producers that record every acknowledged message and every failure."""
+
+    endpoints: str
+    acked: dict[str, float] = field(default_factory=dict)
+    groups: dict[str, str] = field(default_factory=dict)  # message id -> broker group
+    failures: list[float] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)  # error text -> count
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self, producers: int = 2) -> None:
+        for w in range(producers):
+            t = threading.Thread(target=self._run, args=(w,), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _run(self, w: int) -> None:
+        producer = Producer(
+            ClientConfiguration(self.endpoints, Credentials(), request_timeout=3), (TOPIC,)
+        )
+        producer.startup()
+        try:
+            i = 0
+            while not self._stop.is_set():
+                msg = Message()
+                msg.topic = TOPIC
+                msg.body = f"w{w}-{i}".encode()
+                i += 1
+                try:
+                    receipt = producer.send(msg)
+                    # The client names a queue "<broker group>.<topic>.<queue id>".
+                    self.groups[receipt.message_id] = str(receipt.message_queue).split(".")[0]
+                    self.acked[receipt.message_id] = time.time()
+                except Exception as exc:
+                    self.failures.append(time.time())
+                    text = str(exc).splitlines()[0][:120]
+                    self.errors[text] = self.errors.get(text, 0) + 1
+        finally:
+            producer.shutdown()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=30)
+
+    def recovery_after(self, t0: float, group: str | None = None) -> float:
+        """Client-seen recovery: from the first failure after ``t0`` to the next success
+        (on ``group``'s queues when given)."""
+        fails = [f for f in self.failures if f >= t0]
+        if not fails:
+            return 0.0
+        first = fails[0]
+        later = [
+            t
+            for mid, t in list(self.acked.items())
+            if t > first and (group is None or self.groups.get(mid) == group)
+        ]
+        return (min(later) - first) if later else float("inf")
+
+
+def audit(
+    endpoints: str, group: str, want: set[str], timeout: float = 120
+) -> dict[str, set[tuple[str, int, int]]]:
+    """Read the topic on every group endpoint with a consumer group until every id in
+    ``want`` was seen (and then until it runs dry): id -> {(group endpoint, queue id,
+    queue offset)} of its deliveries."""
+
+    async def one(endpoint: str, seen: dict[str, set[tuple[str, int, int]]]) -> None:
+        deadline = time.monotonic() + timeout
+        empty = 0
+        async with LeanClient(endpoint) as client:
+            while time.monotonic() < deadline and (not want <= set(seen) or empty < 3):
+                try:
+                    batch = await client.receive(group, TOPIC, batch=64, poll_ms=1000)
+                except Exception:
+                    await asyncio.sleep(0.5)
+                    continue
+                empty = 0 if batch else empty + 1
+                for msg in batch:
+                    sp = msg.system_properties
+                    seen.setdefault(sp.message_id, set()).add(
+                        (endpoint, sp.queue_id, sp.queue_offset)
+                    )
+                if batch:
+                    await client.ack(group, TOPIC, batch)
+
+    async def run() -> dict[str, set[tuple[str, int, int]]]:
+        seen: dict[str, set[tuple[str, int, int]]] = {}
+        await asyncio.gather(*(one(e, seen) for e in endpoints.split(";") if e))
+        return seen
+
+    return asyncio.run(run())
