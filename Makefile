@@ -9,7 +9,7 @@ UV := $(PYTHON) -m uv
 RUN := $(UV) run --frozen
 PYTEST_ARGS ?=
 
-.PHONY: help setup demo test lint generated typecheck unit bench sim clean
+.PHONY: help setup demo test lint generated typecheck unit chaos chaos-soak chaos-deps bench sim clean
 
 help:
 	@echo "make demo   - start the embedded local runtime and show it working"
@@ -17,6 +17,8 @@ help:
 	@echo "make bench  - benchmarks; JSON in bench/results/, a table on stdout"
 	@echo "make lint   - ruff lint and format check"
 	@echo "make sim    - the Raft simulator over SEEDS seeds (default 10000) from START"
+	@echo "make chaos  - fixed fault scenarios in network namespaces; e2e/chaos/reports/latest"
+	@echo "make chaos-soak DURATION=1800 SEED=1 - a random fault schedule, replayable by seed"
 
 # Installs uv from PyPI when missing, then the locked workspace.
 setup: .venv/.synced
@@ -42,7 +44,25 @@ typecheck: setup
 unit: setup
 	$(RUN) pytest $(PYTEST_ARGS)
 
-test: lint generated typecheck unit
+test: lint generated typecheck unit chaos
+
+# The chaos suite (e2e/chaos/README.md). Network faults need iptables: installed here
+# when missing; where that is impossible the run skips them and says so loudly.
+chaos-deps:
+	@command -v iptables >/dev/null 2>&1 \
+	  || apt-get install -y -q iptables >/dev/null 2>&1 \
+	  || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q iptables >/dev/null 2>&1; } \
+	  || echo "WARNING: iptables could not be installed: network faults will be SKIPPED"
+
+chaos: setup chaos-deps
+	$(RUN) python -m rocketcluster.ctl.chaos.run --scenarios fixed --seed 1 \
+	  --out e2e/chaos/reports/latest
+
+DURATION ?= 1800
+SEED ?= 1
+chaos-soak: setup chaos-deps
+	$(RUN) python -m rocketcluster.ctl.chaos.run --scenarios soak --seed $(SEED) \
+	  --duration $(DURATION) --out e2e/chaos/reports/soak-seed$(SEED)-$(DURATION)s
 
 bench: setup
 	$(RUN) rocketctl bench store --out bench/results

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,3 +188,53 @@ def test_a_long_run_keeps_the_log_bounded(controllers: LocalRuntime) -> None:
         assert raft["lastIndex"] - raft["firstIndex"] < 200  # compacted (snapshot every 50)
         assert raft["walBytes"] < 64 * 1024
     assert os.path.exists(Path(members(controllers)[0]["configPath"]).parent.parent / "data")
+
+
+WATCHER = """
+import asyncio, sys
+from rocketcluster.api.client.controller import ControllerClient
+
+async def main():
+    c = ControllerClient([sys.argv[1]])
+    async for _ in c.watch_roles(sys.argv[1], "g1", 1):
+        print("watching", flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_a_frozen_brokers_watch_channel_is_closed(controllers: LocalRuntime) -> None:
+    """A broker's WatchRoles stream is its liveness: when the broker freezes or is cut
+    off, the leader must see the stream close (its own keepalive pings), or the
+    frozen master is never replaced (found by the chaos suite)."""
+
+    async def setup() -> None:
+        c = client(controllers)
+        try:
+            await register(c, "g1")
+        finally:
+            await c.close()
+
+    asyncio.run(setup())
+    lead = leader(controllers)
+
+    def channels() -> int:
+        view = cluster_view(lead) or {"brokers": []}
+        return sum(
+            b["channels"] for b in view["brokers"] if (b["group"], b["brokerId"]) == ("g1", 1)
+        )
+
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", WATCHER, lead["addresses"]["raft"]], stdout=subprocess.PIPE
+    )
+    try:
+        wait_for(lambda: channels() > 0, timeout=30, what="the watch channel to open")
+        os.kill(watcher.pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+        wait_for(lambda: channels() == 0, timeout=20, what="the frozen watcher's channel to close")
+        assert time.monotonic() - frozen < 15
+    finally:
+        watcher.kill()
+        watcher.wait(timeout=10)
+        if watcher.stdout is not None:
+            watcher.stdout.close()

@@ -112,6 +112,28 @@ def test_dead_candidates_are_skipped_and_an_alive_master_stays() -> None:
     assert unclean.new_master == 3 and unclean.unclean
 
 
+def test_a_lone_in_sync_survivor_is_not_elected_when_writes_need_two_acks() -> None:
+    """Writes acknowledged by 2 of the set {1, 2, 3}: with 1 (the master) and 2 dead,
+    3 alone may lack writes 1 and 2 acknowledged — electing it loses them (found by
+    the chaos suite). With 2 alive, one of them holds every acknowledged write."""
+    g = elected(three_brokers()).group()
+    lone = {3: BrokerLiveInfo(3, epoch=1, max_offset=100)}
+    refused = decide(g, lone, write_quorum=2)
+    assert refused.code is ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE
+    assert refused.new_master is None and "2 must be alive" in refused.reason
+    assert decide(g, lone).new_master == 3  # without the quorum rule (async, all-ack)
+    unclean = decide(g, lone, write_quorum=2, unclean_enabled=True)
+    assert unclean.new_master == 3 and unclean.unclean and "unclean" in unclean.reason
+    back = {**lone, 2: BrokerLiveInfo(2, epoch=1, max_offset=180)}  # 2 restarted
+    decision = decide(g, back, write_quorum=2)
+    assert decision.new_master == 2 and not decision.unclean  # the newest of the two
+    # Once the set shrank to {1, 2} every write needed both: 2 alone is enough.
+    g2 = elected(three_brokers(), members=(1, 2)).group()
+    assert decide(g2, {2: BrokerLiveInfo(2)}, write_quorum=2).new_master == 2
+    # All-ack (or a quorum as large as the set): any alive member holds everything.
+    assert decide(g, lone, write_quorum=3).new_master == 3
+
+
 def test_no_winner_keeps_the_set_and_bumps_the_master_epoch() -> None:
     c = elected(three_brokers())
     g = c.group()

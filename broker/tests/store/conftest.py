@@ -1,32 +1,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from rocketcluster.broker.store import FlushMode, MessageToStore, StoreConfig
+from rocketcluster.broker.store import MessageToStore
+from rocketcluster.ctl.testing import small_store_config as small_config
 
-
-def small_config(root: Path, **overrides: Any) -> StoreConfig:
-    """Tiny segments and consume-queue files so tests cross every boundary."""
-    settings: dict[str, Any] = {
-        "root_dir": root,
-        "segment_size": 8192,
-        "max_message_bytes": 2048,
-        "max_properties_bytes": 512,
-        "cq_entries_per_file": 16,
-        "index_entries_per_table": 64,
-        "index_map_size": 64 << 20,
-        "flush": FlushMode.SYNC,
-        "checkpoint_interval_ms": 50,
-        "retention_interval_ms": 3_600_000,
-        # The machine's disk is shared: its fill level must not drive these tests.
-        "disk_max_used_ratio": 1.0,
-        "disk_full_ratio": 1.0,
-    }
-    settings.update(overrides)
-    return StoreConfig(**settings)
+__all__ = ["small_config"]
 
 
 def message(i: int, *, topic: str = "orders", queues: int = 3, size: int = 100) -> MessageToStore:

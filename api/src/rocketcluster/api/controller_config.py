@@ -36,6 +36,10 @@ class ControllerProcessConfig(BaseModel):
     broker_heartbeat_timeout_ms: int = Field(default=3000, ge=100)
     election_scan_ms: int = Field(default=500, ge=50)
     unclean_election: bool = False
+    # How many in-sync replicas acknowledge a write (the brokers' sync inSyncReplicas;
+    # None for async replication or allAckInSyncStateSet). Elections then wait for
+    # enough alive in-sync replicas that one of them holds every acknowledged write.
+    write_quorum: int | None = Field(default=None, ge=1)
 
     def member(self, node_id: int) -> ControllerMember:
         for m in self.members:

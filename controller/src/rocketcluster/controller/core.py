@@ -209,6 +209,7 @@ class ControllerCore:
                 self.liveness.alive_in(group),
                 designated=broker_id if designated else None,
                 unclean_enabled=self.config.unclean_election,
+                write_quorum=self.config.write_quorum,
             )
             no_change = decision.new_master is None and g.master_id is None
             if not decision.elect or no_change:

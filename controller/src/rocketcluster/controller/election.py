@@ -5,6 +5,14 @@ that never had a master: any alive replica); only when there are none and unclea
 election is enabled, any alive replica. Among candidates the highest epoch
 wins, then the largest max offset, then the best (lowest) election priority, then the
 lowest id. An alive master stays master unless an admin designates another broker.
+
+With sync replication acknowledged by ``write_quorum`` of the set's members (not all
+of them), an in-sync replica may lack the latest acknowledged writes; only a large
+enough group of alive members — ``|set| - quorum + 1`` — is sure to include one that
+has them all, and the newest of them then wins. With fewer alive, electing would
+drop acknowledged writes: that is an unclean election (found by the chaos suite: a
+lagging in-sync slave, left alone by a double failure, was elected and the writes
+the other two had acknowledged were cut).
 """
 
 from __future__ import annotations
@@ -48,8 +56,11 @@ def decide(
     *,
     designated: int | None = None,
     unclean_enabled: bool = False,
+    write_quorum: int | None = None,
 ) -> ElectionDecision:
-    """``alive``: the live info of every broker of ``group`` the leader sees alive."""
+    """``alive``: the live info of every broker of ``group`` the leader sees alive;
+    ``write_quorum``: how many in-sync replicas acknowledge a write (None: all of
+    them, or async replication — any alive in-sync replica will do)."""
     if designated is not None:
         if designated not in group.replicas:
             return ElectionDecision(
@@ -94,6 +105,13 @@ def decide(
     else:
         candidates = [alive[b] for b in group.sync_state_set if b in alive]
     unclean = False
+    short = _short_of_quorum(group, len(candidates), write_quorum) if not first_time else ""
+    if candidates and short:
+        if not unclean_enabled:
+            return ElectionDecision(
+                ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE, None, reason=short
+            )
+        unclean = True  # knowingly: the newest of them may still miss acknowledged writes
     if not candidates and unclean_enabled:
         candidates = [info for b, info in alive.items() if b in group.replicas]
         unclean = bool(candidates)
@@ -105,9 +123,25 @@ def decide(
             + ("" if unclean_enabled else " (unclean election is off)"),
         )
     winner = min(candidates, key=_rank)
-    why = (
-        "unclean: no in-sync replica alive"
-        if unclean
-        else "alive in-sync replica with the newest data"
-    )
+    if short and unclean:
+        why = f"unclean: {short}"
+    elif unclean:
+        why = "unclean: no in-sync replica alive"
+    else:
+        why = "alive in-sync replica with the newest data"
     return ElectionDecision(ControllerCode.SUCCESS, winner.broker_id, unclean, why)
+
+
+def _short_of_quorum(group: BrokerGroup, alive_members: int, write_quorum: int | None) -> str:
+    """Why the alive in-sync replicas may all lack an acknowledged write ("" if not)."""
+    if write_quorum is None:
+        return ""
+    members = len(group.sync_state_set)
+    needed = members - min(write_quorum, members) + 1
+    if alive_members >= needed:
+        return ""
+    return (
+        f"only {alive_members} of the {members} in-sync replicas alive, writes are "
+        f"acknowledged by {min(write_quorum, members)}: {needed} must be alive to be sure "
+        "one holds every acknowledged write"
+    )

@@ -22,6 +22,8 @@ from rocketcluster.controller.service import ControllerServicer
 
 log = logging.getLogger(__name__)
 
+KEEPALIVE_MS = 2000
+
 
 class _AdminServer(uvicorn.Server):
     @contextlib.contextmanager
@@ -59,6 +61,16 @@ class ControllerServer:
                 ("grpc.max_receive_message_length", -1),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 1000),
+                # Ping every client connection: a broker's WatchRoles stream is what
+                # keeps it alive here, and without our own pings a partitioned or
+                # frozen master's stream would look open until TCP gave up (minutes),
+                # so it was never replaced. Now it closes within ~4 s.
+                ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+                ("grpc.keepalive_timeout_ms", KEEPALIVE_MS),
+                # This gRPC times a ping's ack with the ping timeout (60 s by default),
+                # not with the keepalive timeout: set both.
+                ("grpc.http2.ping_timeout_ms", KEEPALIVE_MS),
+                ("grpc.http2.max_pings_without_data", 0),
             ]
         )
         controller_pb2_grpc.add_ControllerServiceServicer_to_server(

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from rocketcluster.api.client.admin import AdminClient
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.broker.store import FlushMode, StoreConfig
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
 T = TypeVar("T")
@@ -32,6 +33,28 @@ FAST_TUNING: dict[str, Any] = {
         "clientExpiryMs": 5000,
     },
 }
+
+
+def small_store_config(root: Path, **overrides: Any) -> StoreConfig:
+    """An in-process store with tiny segments and consume-queue files, so tests cross
+    every boundary; sync flush; disk-ratio retention off (the machine's disk is shared:
+    its fill level must not drive tests)."""
+    settings: dict[str, Any] = {
+        "root_dir": root,
+        "segment_size": 8192,
+        "max_message_bytes": 2048,
+        "max_properties_bytes": 512,
+        "cq_entries_per_file": 16,
+        "index_entries_per_table": 64,
+        "index_map_size": 64 << 20,
+        "flush": FlushMode.SYNC,
+        "checkpoint_interval_ms": 50,
+        "retention_interval_ms": 3_600_000,
+        "disk_max_used_ratio": 1.0,
+        "disk_full_ratio": 1.0,
+    }
+    settings.update(overrides)
+    return StoreConfig(**settings)
 
 
 @dataclass

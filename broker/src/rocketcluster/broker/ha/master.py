@@ -50,6 +50,10 @@ class SlaveState:
     # The master's max offset at the previous ack: a slave that acks at least that
     # much has caught up (RocketMQ's lastMasterMaxOffset), even under steady load.
     last_master_max: int = 0
+    # Which Replicate stream is this slave's current one. After a partition the
+    # slave reconnects before the master notices that the old stream died; when the
+    # old one finally ends (or a late ack arrives on it) it must not touch this state.
+    stream: int = 0
 
 
 @dataclass
@@ -95,6 +99,7 @@ class HAMaster:
         self.replicated_bytes = 0
         self._confirm = 0
         self._activated_at = 0.0
+        self._streams = 0
 
     # -- becoming and stopping being master ------------------------------------------
 
@@ -233,10 +238,12 @@ class HAMaster:
         reply = self._handshake(hs)
         yield hpb.MasterMessage(handshake=reply)
         slave = self.slaves.setdefault(hs.broker_id, SlaveState(hs.broker_id))
+        self._streams += 1
+        stream = slave.stream = self._streams
         slave.connected = True
         slave.ack_offset = min(reply.start_offset, hs.max_offset)
         position = reply.start_offset
-        acks = asyncio.get_running_loop().create_task(self._read_acks(requests, slave))
+        acks = asyncio.get_running_loop().create_task(self._read_acks(requests, slave, stream))
         log.info(
             "slave %d replicating from %d (truncate to %d)",
             hs.broker_id,
@@ -245,7 +252,7 @@ class HAMaster:
         )
         last_meta = 0.0
         try:
-            while self.active and not acks.done():
+            while self.active and not acks.done() and slave.stream == stream:
                 clog = self.store.commitlog
                 if position < clog.committed_offset:
                     chunk = self._chunk(position)
@@ -283,9 +290,15 @@ class HAMaster:
                     )
         finally:
             acks.cancel()
-            slave.connected = False
+            current = slave.stream == stream
+            if current:
+                slave.connected = False
             self._recompute()
-            log.info("slave %d disconnected", hs.broker_id)
+            log.info(
+                "slave %d disconnected%s",
+                hs.broker_id,
+                "" if current else " (an older stream; a newer one replicates)",
+            )
 
     def _handshake(self, hs: hpb.Handshake) -> hpb.HandshakeReply:
         clog = self.store.commitlog
@@ -307,9 +320,11 @@ class HAMaster:
         return reply
 
     async def _read_acks(
-        self, requests: AsyncIterator[hpb.SlaveMessage], slave: SlaveState
+        self, requests: AsyncIterator[hpb.SlaveMessage], slave: SlaveState, stream: int
     ) -> None:
         async for message in requests:
+            if slave.stream != stream:
+                return  # superseded: a late ack here may predate the new handshake's cut
             if message.HasField("ack"):
                 slave.ack_offset = message.ack.max_offset
                 if slave.ack_offset >= slave.last_master_max:

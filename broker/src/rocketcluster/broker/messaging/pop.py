@@ -79,10 +79,16 @@ class PopService:
         state = self._states.get(key)
         if state is None:
             saved = self._store.metadata.get_value(_state_key(key))
+            committed = self._store.metadata.get_offset(group, topic, queue_id)
             if isinstance(saved, dict):
                 state = QueueConsumeState.restore(saved)
+                if committed is not None:
+                    # A broker that is master again still has the state it saved in
+                    # its earlier term; what the group acknowledged since then came in
+                    # with the replicated offsets: without this, all of it is
+                    # redelivered after every failover (found by the chaos suite).
+                    state.advance_to(committed)
             else:
-                committed = self._store.metadata.get_offset(group, topic, queue_id)
                 if committed is None:  # a new group starts at the earliest retained message
                     committed = self._store.queue_offsets(topic, queue_id)[0]
                 state = QueueConsumeState(committed)

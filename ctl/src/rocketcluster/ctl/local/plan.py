@@ -15,7 +15,7 @@ from rocketcluster.api.broker_config import (
     HA_PORT,
     BrokerProcessConfig,
 )
-from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.cluster import ReplicationMode, RocketCluster
 from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
 
 LOCAL_SEGMENT_SIZE = 64 << 20
@@ -48,9 +48,19 @@ class ProcessPlan:
     log_path: Path
     config: BrokerProcessConfig | ControllerProcessConfig | ProxyConfig
     ports: dict[str, int] = field(default_factory=dict)
+    # Run the process through this first, e.g. ``["ip", "netns", "exec", NS]`` (the
+    # chaos suite): it must exec the command, so the pid started is the process's own.
+    argv_prefix: list[str] = field(default_factory=list)
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", MODULES[self.role], "--config", str(self.config_path)]
+        return [
+            *self.argv_prefix,
+            sys.executable,
+            "-m",
+            MODULES[self.role],
+            "--config",
+            str(self.config_path),
+        ]
 
     @property
     def client_endpoints(self) -> list[str]:
@@ -221,6 +231,7 @@ def plan_controllers(
             "data_dir": directory / "data" / name,
             "bind_host": host,
             "unclean_election": cluster.spec.brokers.replication.unclean_election,
+            "write_quorum": write_quorum(cluster),
         }
         settings.update(overrides or {})
         plans.append(
@@ -235,6 +246,15 @@ def plan_controllers(
             )
         )
     return plans
+
+
+def write_quorum(cluster: RocketCluster) -> int | None:
+    """How many in-sync replicas acknowledge a write, when fewer than all of them do
+    (the controllers need it to elect only a replica that has every acknowledged write)."""
+    replication = cluster.spec.brokers.replication
+    if replication.mode is not ReplicationMode.SYNC or replication.all_ack_in_sync_state_set:
+        return None
+    return replication.in_sync_replicas
 
 
 def plan_standalone(

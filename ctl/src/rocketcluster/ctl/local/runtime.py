@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,15 @@ class LocalRuntime:
         overrides: dict[str, Any] | None = None,
         controller_overrides: dict[str, Any] | None = None,
         timeout: float = READY_TIMEOUT_S,
+        hosts: list[str] | None = None,
+        argv_prefix: Callable[[ProcessPlan], list[str]] | None = None,
     ) -> dict[str, Any]:
+        """Start every process of ``manifest`` and wait until each is ready.
+
+        ``hosts`` (one address per process, in plan order: controllers, brokers, then
+        the group endpoints) replaces the loopback allocation, and ``argv_prefix``
+        wraps a process's command: the chaos suite runs each process in its own
+        network namespace on that namespace's address."""
         cluster = load_manifest(manifest) if isinstance(manifest, Path) else manifest
         if self.running():
             raise LocalRuntimeError(
@@ -88,14 +97,22 @@ class LocalRuntime:
             )
         for sub in ("config", "logs", "data"):
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
-        taken = {p["host"] for p in (self.state() or {}).get("processes", [])}
-        hosts = allocate(
-            hosts_needed(cluster),
-            [CLIENT_PORT, ADMIN_PORT, HA_PORT, CONTROLLER_PORT],
-            taken,
-            start=_start_block(self.directory),
-        )
+        if hosts is None:
+            taken = {p["host"] for p in (self.state() or {}).get("processes", [])}
+            hosts = allocate(
+                hosts_needed(cluster),
+                [CLIENT_PORT, ADMIN_PORT, HA_PORT, CONTROLLER_PORT],
+                taken,
+                start=_start_block(self.directory),
+            )
+        elif len(hosts) != hosts_needed(cluster):
+            raise LocalRuntimeError(
+                f"{cluster.name} needs {hosts_needed(cluster)} host addresses, got {len(hosts)}"
+            )
         plans = plan_cluster(cluster, self.directory, hosts, overrides, controller_overrides)
+        if argv_prefix is not None:
+            for plan in plans:
+                plan.argv_prefix = argv_prefix(plan)
         records: list[dict[str, Any]] = []
         state: dict[str, Any] = {
             "name": cluster.name,

@@ -1,0 +1,92 @@
+"""Running one episode of a schedule: inject each fault at its offset, heal it when
+its duration is up, record both in the history, then wait until the cluster is whole
+again before the quiet gap — so every episode starts from a healthy cluster and its
+recovery is measured on its own."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+
+from rocketcluster.ctl.chaos.faults import ActiveFault, FaultSpec, Injector, Skipped
+from rocketcluster.ctl.chaos.history import INFO, History
+from rocketcluster.ctl.chaos.roles import ClusterProbe
+from rocketcluster.ctl.chaos.schedule import Episode
+
+log = logging.getLogger("rocketcluster.chaos")
+
+
+def wait_healthy(probe: ClusterProbe, timeout_s: float, history: History, why: str) -> bool:
+    """Poll until the cluster is whole; note in the history how long it took."""
+    began = time.monotonic()
+    deadline = began + timeout_s
+    health = probe.health()
+    while not health.healthy and time.monotonic() < deadline:
+        time.sleep(0.5)
+        health = probe.health()
+    took = round(time.monotonic() - began, 2)
+    history.append(
+        INFO,
+        "note",
+        event="health",
+        why=why,
+        healthy=health.healthy,
+        seconds=took,
+        reason=health.reason,
+    )
+    if not health.healthy:
+        log.warning("cluster not whole %.0fs after %s: %s", took, why, health.reason)
+    return health.healthy
+
+
+class EpisodeRunner:
+    def __init__(self, injector: Injector, probe: ClusterProbe, history: History) -> None:
+        self.injector = injector
+        self.probe = probe
+        self.history = history
+        self._ids = itertools.count(1)
+
+    def run(self, episode: Episode, settle_s: float) -> bool:
+        """Returns whether the cluster was whole again within ``settle_s`` of the
+        last heal."""
+        log.info("episode: %s", episode.describe())
+        began = time.monotonic()
+        events = sorted(
+            [(t.offset, 0, i) for i, t in enumerate(episode.faults)]
+            + [(t.offset + t.fault.duration, 1, i) for i, t in enumerate(episode.faults)]
+        )
+        active: dict[int, ActiveFault] = {}
+        for at, heal, index in events:
+            time.sleep(max(0.0, began + at - time.monotonic()))
+            fault = episode.faults[index].fault
+            if not heal:
+                self._inject(index, fault, active)
+            elif index in active:
+                done = active.pop(index)
+                try:
+                    self.injector.heal(done)
+                finally:
+                    self.history.append(
+                        INFO, "fault", phase="end", fault_id=done.fault_id, kind=fault.kind.value
+                    )
+        healthy = wait_healthy(self.probe, settle_s, self.history, "episode")
+        time.sleep(episode.gap)
+        return healthy
+
+    def _inject(self, index: int, fault: FaultSpec, active: dict[int, ActiveFault]) -> None:
+        fault_id = next(self._ids)
+        common = {"fault_id": fault_id, "kind": fault.kind.value, "spec": fault.describe()}
+        try:
+            done = self.injector.inject(fault_id, fault)
+        except Skipped as why:
+            log.warning("SKIPPED %s: %s", fault.describe(), why)
+            self.history.append(
+                INFO, "fault", phase="start", skipped=True, reason=str(why), **common
+            )
+            self.history.append(INFO, "fault", phase="end", **common)
+            return
+        active[index] = done
+        self.history.append(
+            INFO, "fault", phase="start", targets=done.targets, groups=done.groups, **common
+        )
