@@ -212,7 +212,8 @@ class HAMaster:
         self._waiters.append((end_offset, fut))
         self._recompute()
         try:
-            await asyncio.wait_for(asyncio.shield(fut), self.ack_timeout_s)
+            async with asyncio.timeout(self.ack_timeout_s):
+                await asyncio.shield(fut)
         except TimeoutError:
             return PutStatus.FLUSH_SLAVE_TIMEOUT
         if not self.active:
@@ -279,7 +280,8 @@ class HAMaster:
                     )
                 self._data_ready.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._data_ready.wait(), IDLE_HEARTBEAT_S)
+                    async with asyncio.timeout(IDLE_HEARTBEAT_S):
+                        await self._data_ready.wait()
                 if position >= self.store.commitlog.committed_offset:
                     yield hpb.MasterMessage(
                         heartbeat=hpb.Heartbeat(

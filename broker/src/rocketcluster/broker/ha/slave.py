@@ -10,10 +10,9 @@ with a short, bounded backoff; stops the moment the broker's role changes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -37,6 +36,7 @@ CHANNEL_OPTIONS = [
 ]
 IDLE_TIMEOUT_S = 5.0
 RETRY_S = 0.2
+STOP_RECANCEL_S = 0.5
 
 
 class HASlave:
@@ -58,6 +58,7 @@ class HASlave:
         self._on_metadata = on_metadata
         self._on_master_lost = on_master_lost
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self.connected = False
         self.received_bytes = 0
         self.master_max_offset = 0
@@ -66,34 +67,45 @@ class HASlave:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="ha-slave")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop replicating, for sure: the role manager waits for this, holding its
+        transition lock, before it follows the next master. One cancel can be lost
+        (a library that swallows it while a read completes at the same moment): the
+        loop also checks ``_stopping``, and the cancel is repeated until the task ends.
+        """
+        self._stopping = True
+        task, self._task = self._task, None
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=STOP_RECANCEL_S)
+        if task is not None and not task.cancelled() and task.exception() is not None:
+            log.warning("replication task ended with %r", task.exception())
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await self._replicate()
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as exc:
                 log.info("replication from %s broke: %s", self.master_address, exc.code().name)
+            except (ConnectionError, TimeoutError) as exc:
+                log.info("replication from %s broke: %r", self.master_address, exc)
             except Exception:
                 log.exception("replication from %s failed", self.master_address)
             if self.connected:
                 self.connected = False
-                self._on_master_lost()
-            await asyncio.sleep(RETRY_S)
+                if not self._stopping:
+                    self._on_master_lost()
+            if not self._stopping:
+                await asyncio.sleep(RETRY_S)
 
     async def _replicate(self) -> None:
         async with grpc.aio.insecure_channel(
             self.master_address, options=CHANNEL_OPTIONS
         ) as channel:
-            outbox: asyncio.Queue[hpb.SlaveMessage] = asyncio.Queue()
+            outbox = _Outbox()
             clog = self.store.commitlog
-            outbox.put_nowait(
+            outbox.queue.put_nowait(
                 hpb.SlaveMessage(
                     handshake=hpb.Handshake(
                         group=self.group,
@@ -108,12 +120,9 @@ class HASlave:
                 )
             )
 
-            async def requests() -> AsyncIterator[hpb.SlaveMessage]:
-                while True:
-                    yield await outbox.get()
-
-            stream = HAServiceStub(channel).Replicate(requests())
-            reply_message = await asyncio.wait_for(stream.read(), IDLE_TIMEOUT_S)
+            stream = HAServiceStub(channel).Replicate(outbox)
+            async with asyncio.timeout(IDLE_TIMEOUT_S):
+                reply_message = await stream.read()
             if reply_message is grpc.aio.EOF or not reply_message.HasField("handshake"):
                 raise ConnectionError("the master closed the replication stream")
             reply = reply_message.handshake
@@ -122,20 +131,21 @@ class HASlave:
             self._align(reply)
             self.connected = True
             log.info("replicating from %s at %d", self.master_address, clog.write_offset)
-            while True:
-                message = await asyncio.wait_for(stream.read(), IDLE_TIMEOUT_S)
+            while not self._stopping:
+                async with asyncio.timeout(IDLE_TIMEOUT_S):
+                    message = await stream.read()
                 if message is grpc.aio.EOF:
                     raise ConnectionError("the master ended the replication stream")
                 which = message.WhichOneof("body")
                 if which == "data":
                     self._apply(message.data)
-                    outbox.put_nowait(
+                    outbox.queue.put_nowait(
                         hpb.SlaveMessage(ack=hpb.SlaveAck(max_offset=clog.write_offset))
                     )
                 elif which == "heartbeat":
                     self._confirm(message.heartbeat.confirm_offset)
                     self.master_max_offset = message.heartbeat.master_max_offset
-                    outbox.put_nowait(
+                    outbox.queue.put_nowait(
                         hpb.SlaveMessage(ack=hpb.SlaveAck(max_offset=clog.write_offset))
                     )
                 elif which == "metadata":
@@ -172,3 +182,19 @@ class HASlave:
 
     def _confirm(self, confirm: int) -> None:
         self.store.set_confirm_offset(min(confirm, self.store.commitlog.write_offset))
+
+
+class _Outbox:
+    """The slave's side of the Replicate stream: what is queued goes out. A plain
+    async iterator, not an async generator: gRPC closes a generator from its own
+    task when the call ends, and closing one that is waiting on the queue fails
+    ("aclose(): asynchronous generator is already running") in a task nobody awaits."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[hpb.SlaveMessage] = asyncio.Queue()
+
+    def __aiter__(self) -> _Outbox:
+        return self
+
+    async def __anext__(self) -> hpb.SlaveMessage:
+        return await self.queue.get()

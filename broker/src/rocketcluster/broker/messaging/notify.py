@@ -20,7 +20,8 @@ class ArrivalNotifier:
         waiters.add(fut)
         try:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(fut, seconds)
+                async with asyncio.timeout(seconds):
+                    await fut
                 return True
             return False
         finally:

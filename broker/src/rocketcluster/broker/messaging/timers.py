@@ -159,7 +159,8 @@ class TimerService:
                 delay = min(MAX_SLEEP, max(0.0, (nxt - time.time() * 1000) / 1000))
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
 
     def close(self) -> None:
         self._log.close()

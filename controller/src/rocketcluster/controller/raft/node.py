@@ -138,7 +138,8 @@ class RaftNode:
         self._pending[pid.index] = (pid.term, fut)
         self._wake.set()
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), wait_s)
+            async with asyncio.timeout(wait_s):
+                return await asyncio.shield(fut)
         finally:
             if self._pending.get(pid.index, (0, None))[1] is fut:
                 del self._pending[pid.index]

@@ -57,7 +57,8 @@ class GroupProxy:
             if left <= 0:
                 return None
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), left)
+                async with asyncio.timeout(left):
+                    await self.changed.wait()
         return self.master
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -166,7 +167,8 @@ async def run(config: dict[str, Any]) -> None:
                 for group, proxy in proxies.items():
                     proxy.set_master(masters.get(group))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), POLL_S)
+                async with asyncio.timeout(POLL_S):
+                    await stop.wait()
     for server in servers:
         server.close()
 
