@@ -121,35 +121,46 @@ class HASlave:
             )
 
             stream = HAServiceStub(channel).Replicate(outbox)
+            try:
+                await self._follow(stream, outbox)
+            finally:
+                # Ends gRPC's task that feeds the outbox to the call; left pending,
+                # it is destroyed with the channel ("Task was destroyed but it is
+                # pending!" at every reconnect).
+                stream.cancel()
+
+    async def _follow(self, stream: Any, outbox: _Outbox) -> None:
+        """Handshake, align, then apply what streams in and ack it."""
+        clog = self.store.commitlog
+        async with asyncio.timeout(IDLE_TIMEOUT_S):
+            reply_message = await stream.read()
+        if reply_message is grpc.aio.EOF or not reply_message.HasField("handshake"):
+            raise ConnectionError("the master closed the replication stream")
+        reply = reply_message.handshake
+        if reply.refused:
+            raise ConnectionError(f"the master refused: {reply.refused}")
+        self._align(reply)
+        self.connected = True
+        log.info("replicating from %s at %d", self.master_address, clog.write_offset)
+        while not self._stopping:
             async with asyncio.timeout(IDLE_TIMEOUT_S):
-                reply_message = await stream.read()
-            if reply_message is grpc.aio.EOF or not reply_message.HasField("handshake"):
-                raise ConnectionError("the master closed the replication stream")
-            reply = reply_message.handshake
-            if reply.refused:
-                raise ConnectionError(f"the master refused: {reply.refused}")
-            self._align(reply)
-            self.connected = True
-            log.info("replicating from %s at %d", self.master_address, clog.write_offset)
-            while not self._stopping:
-                async with asyncio.timeout(IDLE_TIMEOUT_S):
-                    message = await stream.read()
-                if message is grpc.aio.EOF:
-                    raise ConnectionError("the master ended the replication stream")
-                which = message.WhichOneof("body")
-                if which == "data":
-                    self._apply(message.data)
-                    outbox.queue.put_nowait(
-                        hpb.SlaveMessage(ack=hpb.SlaveAck(max_offset=clog.write_offset))
-                    )
-                elif which == "heartbeat":
-                    self._confirm(message.heartbeat.confirm_offset)
-                    self.master_max_offset = message.heartbeat.master_max_offset
-                    outbox.queue.put_nowait(
-                        hpb.SlaveMessage(ack=hpb.SlaveAck(max_offset=clog.write_offset))
-                    )
-                elif which == "metadata":
-                    self._on_metadata(json.loads(message.metadata.json))
+                message = await stream.read()
+            if message is grpc.aio.EOF:
+                raise ConnectionError("the master ended the replication stream")
+            which = message.WhichOneof("body")
+            if which == "data":
+                self._apply(message.data)
+                outbox.queue.put_nowait(
+                    hpb.SlaveMessage(ack=hpb.SlaveAck(max_offset=clog.write_offset))
+                )
+            elif which == "heartbeat":
+                self._confirm(message.heartbeat.confirm_offset)
+                self.master_max_offset = message.heartbeat.master_max_offset
+                outbox.queue.put_nowait(
+                    hpb.SlaveMessage(ack=hpb.SlaveAck(max_offset=clog.write_offset))
+                )
+            elif which == "metadata":
+                self._on_metadata(json.loads(message.metadata.json))
 
     def _align(self, reply: hpb.HandshakeReply) -> None:
         """Cut the diverged tail (or start over), and adopt the master's epochs up to
