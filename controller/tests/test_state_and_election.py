@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rocketcluster.controller.election import BrokerLiveInfo, decide
+from rocketcluster.controller.election import BrokerLiveInfo, decide, fenced
 from rocketcluster.controller.state import ControllerCode, ReplicasState
 
 
@@ -212,3 +212,25 @@ def test_snapshot_round_trip_and_history() -> None:
     assert restored.routes == c.state.routes and restored.history == c.state.history
     assert [e["command"] for e in restored.events_since(0, "g")][:3] == ["ApplyBrokerId"] * 3
     assert c.do(type="Bogus").code is ControllerCode.CONTROLLER_INVALID_REQUEST
+
+
+def test_only_brokers_that_acted_on_the_deposing_view_are_candidates() -> None:
+    """Found by the soak: master 1, cut off from the controllers, went on acknowledging
+    writes with slave 2 while slave 3 — newest by the offsets of a moment earlier —
+    was elected; 2 then cut those writes. Now the master is first deposed (a new
+    master epoch), and only replicas that report that epoch — they stopped
+    replicating from 1, their offsets are final — may be compared and elected."""
+    g = elected(three_brokers()).group()
+    deposed_epoch = g.master_epoch + 1
+    alive = {
+        2: BrokerLiveInfo(2, epoch=1, max_offset=180, seen_master_epoch=g.master_epoch),
+        3: BrokerLiveInfo(3, epoch=1, max_offset=150, seen_master_epoch=deposed_epoch),
+    }
+    ready = fenced(alive, deposed_epoch)
+    assert set(ready) == {3}  # 2 may still be taking writes from the old master
+    # With writes acknowledged by 2 of 3, 3 alone is not enough to be sure.
+    assert decide(g, ready, write_quorum=2).new_master is None
+    alive[2] = BrokerLiveInfo(2, epoch=1, max_offset=260, seen_master_epoch=deposed_epoch)
+    ready = fenced(alive, deposed_epoch)
+    assert set(ready) == {2, 3}
+    assert decide(g, ready, write_quorum=2).new_master == 2  # its final offset is newest

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketcluster.api.controller_config import ControllerProcessConfig
-from rocketcluster.controller.election import BrokerLiveInfo, decide
+from rocketcluster.controller.election import BrokerLiveInfo, decide, fenced
 from rocketcluster.controller.heartbeats import BrokerLiveness
 from rocketcluster.controller.raft.errors import ProposalDroppedError
 from rocketcluster.controller.raft.node import ProposalLost, RaftNode
@@ -27,7 +27,7 @@ from rocketcluster.controller.state import ControllerCode, ReplicasState, Result
 log = logging.getLogger(__name__)
 
 PROPOSE_TIMEOUT_S = 5.0
-FRESH_OFFSETS_WAIT_S = 1.0
+FENCE_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -202,11 +202,17 @@ class ControllerCore:
                     ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
                     f"no broker group {group!r}",
                 )
-            if not designated and g.master_id is not None:
-                await self._fresh_offsets(group, g.master_id, set(g.sync_state_set))
+            alive = self.liveness.alive_in(group)
+            if not designated and g.master_id is not None and g.master_id not in alive:
+                deposed = await self._depose(group, g.master_id, g.master_epoch, reason)
+                if deposed.code != ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE:
+                    return deposed  # not leader any more, or another election won
+                g = self.state.groups[group]
+            if not designated and g.master_id is None and g.master_epoch > 0:
+                alive = await self._fenced_candidates(group, set(g.sync_state_set), g.master_epoch)
             decision = decide(
                 g,
-                self.liveness.alive_in(group),
+                alive,
                 designated=broker_id if designated else None,
                 unclean_enabled=self.config.unclean_election,
                 write_quorum=self.config.write_quorum,
@@ -239,24 +245,37 @@ class ControllerCore:
                 )
             return reply
 
-    async def _fresh_offsets(self, group: str, dead: int, members: set[int]) -> None:
-        """Before choosing among the in-sync replicas by max offset, wait (briefly) for
-        each alive one to report an offset from after the master's death: a stale
-        heartbeat could make a replica that missed acknowledged writes look newest.
-        Replicas notice the death themselves and heartbeat at once."""
-        if self.liveness.is_alive(group, dead):
-            return
-        died = self.liveness.lost_at(group, dead)
-        deadline = self.liveness.now() + FRESH_OFFSETS_WAIT_S
-        while self.liveness.now() < deadline:
+    async def _depose(self, group: str, master: int, epoch: int, reason: str) -> Reply:
+        """Phase one of an election: the group has no master from here on (a new
+        master epoch). Every broker that applies this view stops replicating from the
+        old master, then reports its final offset with the new epoch (``fenced``)."""
+        reply = await self.propose(
+            {
+                "type": "ElectMaster",
+                "group": group,
+                "masterEpoch": epoch,
+                "newMaster": None,
+                "reason": f"{reason}: master {master} deposed, fencing its replicas",
+            }
+        )
+        if reply.code == ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE:
+            log.info("group %s: %s -> master %d deposed (epoch %d)", group, reason, master, epoch)
+        return reply
+
+    async def _fenced_candidates(
+        self, group: str, members: set[int], master_epoch: int
+    ) -> dict[int, BrokerLiveInfo]:
+        """Phase two: wait (briefly) until every alive in-sync replica has reported
+        that it acted on the view of ``master_epoch``; the brokers heartbeat at once
+        when a view arrives. Returns the fenced alive brokers — the only ones an
+        election may compare and choose (see ``election.fenced``)."""
+        deadline = self.liveness.now() + FENCE_WAIT_S
+        while True:
             alive = self.liveness.alive_in(group)
-            stale = [
-                b
-                for b in members
-                if b != dead and b in alive and self.liveness.last_heartbeat(group, b) < died
-            ]
-            if not stale:
-                return
+            ready = fenced(alive, master_epoch)
+            waiting = [b for b in members if b in alive and b not in ready]
+            if not waiting or self.liveness.now() >= deadline:
+                return ready
             await asyncio.sleep(0.02)
 
     def replica_info(self, group: str) -> Reply:

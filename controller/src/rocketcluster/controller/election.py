@@ -31,6 +31,8 @@ class BrokerLiveInfo:
     max_offset: int = 0
     confirm_offset: int = 0
     priority: int = 0
+    # The master epoch of the newest view the broker has acted on (see ``fenced``).
+    seen_master_epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -145,3 +147,15 @@ def _short_of_quorum(group: BrokerGroup, alive_members: int, write_quorum: int |
         f"acknowledged by {min(write_quorum, members)}: {needed} must be alive to be sure "
         "one holds every acknowledged write"
     )
+
+
+def fenced(alive: dict[int, BrokerLiveInfo], master_epoch: int) -> dict[int, BrokerLiveInfo]:
+    """The alive brokers whose last heartbeat came after they acted on the view of
+    ``master_epoch`` (the deposed master's): they no longer replicate from it, so
+    no write it acknowledges from now on can be on them, and their max offset is
+    final. Only they may be compared and elected. Without this, a master cut off
+    from the controllers (clients and slaves still reach it) went on acknowledging
+    writes with one slave while another, elected on the offsets of a moment
+    earlier, took over — and the first slave cut those writes (found by the soak).
+    """
+    return {b: info for b, info in alive.items() if info.seen_master_epoch >= master_epoch}

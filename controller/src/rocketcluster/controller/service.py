@@ -56,6 +56,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             max_offset=r.max_offset,
             confirm_offset=r.confirm_offset,
             priority=r.election_priority,
+            seen_master_epoch=r.seen_master_epoch,
         )
         return to_pb(self._core.heartbeat(r.group, info, r.address, r.timeout_ms))
 

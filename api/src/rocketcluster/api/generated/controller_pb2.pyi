@@ -104,7 +104,7 @@ class RegisterBrokerRequest(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
 
 class BrokerHeartbeat(_message.Message):
-    __slots__ = ("cluster", "group", "broker_id", "address", "epoch", "max_offset", "confirm_offset", "election_priority", "timeout_ms")
+    __slots__ = ("cluster", "group", "broker_id", "address", "epoch", "max_offset", "confirm_offset", "election_priority", "timeout_ms", "seen_master_epoch")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -114,6 +114,7 @@ class BrokerHeartbeat(_message.Message):
     CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
     ELECTION_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    SEEN_MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     group: str
     broker_id: int
@@ -123,7 +124,8 @@ class BrokerHeartbeat(_message.Message):
     confirm_offset: int
     election_priority: int
     timeout_ms: int
-    def __init__(self, cluster: _Optional[str] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    seen_master_epoch: int
+    def __init__(self, cluster: _Optional[str] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., seen_master_epoch: _Optional[int] = ...) -> None: ...
 
 class AlterSyncStateSetRequest(_message.Message):
     __slots__ = ("group", "master_id", "master_epoch", "sync_state_set_epoch", "sync_state_set")

@@ -78,6 +78,9 @@ class RoleManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._last_nomination = 0.0
         self._transition = asyncio.Lock()
+        # The master epoch of the newest view acted on; heartbeats carry it (and the
+        # controllers elect only brokers that report the deposing view's epoch).
+        self.seen_master_epoch = 0
 
     @property
     def address(self) -> str:
@@ -176,6 +179,7 @@ class RoleManager:
                 confirm_offset=self.store.confirm_offset or 0,
                 election_priority=self.broker_id,
                 timeout_ms=3000,
+                seen_master_epoch=self.seen_master_epoch,
             )
         )
 
@@ -232,9 +236,22 @@ class RoleManager:
                 elif self.ha_master is not None:
                     self.ha_master.update_view(group_view)
             elif master is None:
-                await self._become_no_master()
+                await self._become_no_master(view["masterEpoch"])
+                return
             else:
                 await self._become_slave(view["replicas"][str(master)])
+            self._acted_on(view["masterEpoch"])
+
+    def _acted_on(self, master_epoch: int) -> None:
+        """The view of ``master_epoch`` is in force here (replication from any older
+        master stopped): say so to the controllers now, with the offsets as they are."""
+        if master_epoch > self.seen_master_epoch:
+            self.seen_master_epoch = master_epoch
+            asyncio.get_running_loop().create_task(self._heartbeat_quietly())
+
+    async def _heartbeat_quietly(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._heartbeat()
 
     async def _become_master(self, view: GroupView) -> None:
         if self._slave is not None:
@@ -277,7 +294,7 @@ class RoleManager:
             self._set_role(Role.SLAVE)
             log.info("now slave of %s, replicating from %s", self.config.group, ha)
 
-    async def _become_no_master(self) -> None:
+    async def _become_no_master(self, master_epoch: int) -> None:
         self.store.writable = False
         if self.ha_master is not None:
             self.ha_master.deactivate()
@@ -287,6 +304,7 @@ class RoleManager:
         self.master_client_endpoint = ""
         if self.role != Role.NO_MASTER:
             self._set_role(Role.NO_MASTER)
+        self._acted_on(master_epoch)  # fenced: this log no longer grows from the old master
         await self._nominate()
 
     async def _nominate(self) -> None:
@@ -303,7 +321,7 @@ class RoleManager:
     def _master_lost(self) -> None:
         """The replication stream broke: tell the controllers our offsets at once, so
         an election sees them fresh."""
-        asyncio.get_running_loop().create_task(self._heartbeat())
+        asyncio.get_running_loop().create_task(self._heartbeat_quietly())
 
     def _set_role(self, role: str) -> None:
         self.role = role
