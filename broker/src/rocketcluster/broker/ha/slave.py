@@ -126,7 +126,9 @@ class HASlave:
             finally:
                 # Ends gRPC's task that feeds the outbox to the call; left pending,
                 # it is destroyed with the channel ("Task was destroyed but it is
-                # pending!" at every reconnect).
+                # pending!" at every reconnect). cancel() does nothing to it once
+                # the call has ended, so the outbox ends too.
+                outbox.close()
                 stream.cancel()
 
     async def _follow(self, stream: Any, outbox: _Outbox) -> None:
@@ -202,10 +204,18 @@ class _Outbox:
     ("aclose(): asynchronous generator is already running") in a task nobody awaits."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[hpb.SlaveMessage] = asyncio.Queue()
+        self.queue: asyncio.Queue[hpb.SlaveMessage | None] = asyncio.Queue()
+
+    def close(self) -> None:
+        """End the stream: gRPC's task feeding it finishes instead of being left
+        waiting (and destroyed with the channel) when the call already ended."""
+        self.queue.put_nowait(None)
 
     def __aiter__(self) -> _Outbox:
         return self
 
     async def __anext__(self) -> hpb.SlaveMessage:
-        return await self.queue.get()
+        message = await self.queue.get()
+        if message is None:
+            raise StopAsyncIteration
+        return message
