@@ -28,7 +28,6 @@ async def test_stop_finishes_even_when_a_cancel_is_lost(tmp_path: Path) -> None:
             2,
             "127.0.0.1:9",
             lambda _: None,
-            lambda: None,
         )
         lost: list[int] = []
         reads = 0

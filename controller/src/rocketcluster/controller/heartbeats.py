@@ -70,16 +70,6 @@ class BrokerLiveness:
         seen = self._seen.get((group, broker_id))
         return seen.last_heartbeat if seen else 0.0
 
-    def lost_at(self, group: str, broker_id: int) -> float:
-        """When ``broker_id`` was last known alive (its channel broke, or its last
-        heartbeat timed out)."""
-        seen = self._seen.get((group, broker_id))
-        if seen is None:
-            return 0.0
-        if seen.channel_lost_at is not None and seen.channels == 0:
-            return seen.channel_lost_at
-        return seen.last_heartbeat + seen.timeout_s
-
     def now(self) -> float:
         return self._now()
 

@@ -287,7 +287,6 @@ class RoleManager:
                 self.broker_id,
                 ha,
                 self._on_metadata,
-                self._master_lost,
             )
             self._slave.start()
         if self.role != Role.SLAVE:
@@ -317,11 +316,6 @@ class RoleManager:
             await self.client.elect_master(
                 self.config.group, self.broker_id, reason="no master: self-nomination"
             )
-
-    def _master_lost(self) -> None:
-        """The replication stream broke: tell the controllers our offsets at once, so
-        an election sees them fresh."""
-        asyncio.get_running_loop().create_task(self._heartbeat_quietly())
 
     def _set_role(self, role: str) -> None:
         self.role = role

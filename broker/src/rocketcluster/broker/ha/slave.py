@@ -48,7 +48,6 @@ class HASlave:
         broker_id: int,
         master_address: str,
         on_metadata: Callable[[dict[str, Any]], None],
-        on_master_lost: Callable[[], None],
     ) -> None:
         self.store = store
         self.epochs = epochs
@@ -56,7 +55,6 @@ class HASlave:
         self.broker_id = broker_id
         self.master_address = master_address
         self._on_metadata = on_metadata
-        self._on_master_lost = on_master_lost
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.connected = False
@@ -92,10 +90,7 @@ class HASlave:
                 log.info("replication from %s broke: %r", self.master_address, exc)
             except Exception:
                 log.exception("replication from %s failed", self.master_address)
-            if self.connected:
-                self.connected = False
-                if not self._stopping:
-                    self._on_master_lost()
+            self.connected = False
             if not self._stopping:
                 await asyncio.sleep(RETRY_S)
 
