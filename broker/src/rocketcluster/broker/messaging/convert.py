@@ -16,11 +16,11 @@ from rocketcluster.broker.store.record import (
     tags_code,
 )
 
-_TYPE_FLAGS = {
-    pb.MessageType.NORMAL: SysFlag.NONE,
-    pb.MessageType.FIFO: SysFlag.FIFO,
-    pb.MessageType.DELAY: SysFlag.DELAY,
-    pb.MessageType.TRANSACTION: SysFlag.TRANSACTION_PREPARED,
+_TYPE_FLAGS: dict[int, int] = {
+    pb.MessageType.NORMAL: int(SysFlag.NONE),
+    pb.MessageType.FIFO: int(SysFlag.FIFO),
+    pb.MessageType.DELAY: int(SysFlag.DELAY),
+    pb.MessageType.TRANSACTION: int(SysFlag.TRANSACTION_PREPARED),
 }
 
 
@@ -37,7 +37,10 @@ def store_properties(
 ) -> dict[str, str]:
     """The property map a stored record keeps for ``msg``."""
     sp = msg.system_properties
-    props = dict(msg.user_properties)
+    user = msg.user_properties
+    # dict() of a protobuf map goes through the generic Mapping protocol even when
+    # the map is empty, which it usually is.
+    props = dict(user) if user else {}
     props[prop.MESSAGE_ID] = sp.message_id
     if sp.tag:
         props[prop.TAGS] = sp.tag
@@ -63,16 +66,17 @@ def to_store(
     props: dict[str, str],
 ) -> MessageToStore:
     sp = msg.system_properties
+    keys = sp.keys
     return MessageToStore(
-        topic=topic,
-        queue_id=queue_id,
-        body=msg.body,
-        properties=encode_properties(props),
-        tags_code=tags_code(sp.tag or None),
-        sys_flag=int(_TYPE_FLAGS.get(message_type, SysFlag.NONE)),
-        born_timestamp=timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else 0,
-        keys=tuple(k for k in sp.keys if k),
-        msg_id=sp.message_id,
+        topic,
+        queue_id,
+        msg.body,
+        encode_properties(props),
+        tags_code(sp.tag),
+        _TYPE_FLAGS.get(message_type, 0),
+        timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else 0,
+        tuple(k for k in keys if k) if keys else (),
+        sp.message_id,
     )
 
 
@@ -114,8 +118,9 @@ def message_type_of(stored: StoredMessage) -> int:
     return _NORMAL
 
 
-def _ts(ms: int) -> Timestamp:
-    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+def _set_ts(ts: Timestamp, ms: int) -> None:
+    ts.seconds = ms // 1000
+    ts.nanos = (ms % 1000) * 1_000_000
 
 
 _IDENTITY = int(pb.Encoding.IDENTITY)
@@ -130,49 +135,57 @@ def to_pb(
     attempt: int,
     store_host: str,
     invisible_ms: int,
+    into: pb.Message | None = None,
 ) -> pb.Message:
     """A delivered message, with every system property the official clients read.
 
-    Built with constructor keywords in one go: this runs for every delivered message.
+    Fills ``into`` (e.g. the ``message`` field of a ReceiveMessageResponse, so nothing
+    is copied afterwards) or a new Message. Fields are set one by one: with upb that
+    costs about a third of building nested messages from constructor keywords, and
+    this runs for every delivered message.
     """
+    message = pb.Message() if into is None else into
     props = stored.properties
-    user = {k: v for k, v in props.items() if k not in prop.RESERVED}
-    fields: dict[str, object] = {
-        "message_id": stored.msg_id,
-        "receipt_handle": receipt_handle,
-        "delivery_attempt": attempt,
-        "body_encoding": _IDENTITY,
-        "body_digest": pb.Digest(type=_CRC32, checksum=f"{stored.body_crc:08X}"),
-        "store_host": store_host,
-        "queue_id": stored.queue_id,
-        "queue_offset": stored.queue_offset,
-        "message_type": message_type_of(stored),
-        "store_timestamp": _ts(stored.store_timestamp),
-        "born_timestamp": _ts(stored.born_timestamp),
-        "invisible_duration": Duration(
-            seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000
-        ),
-    }
+    message.topic.name = stored.topic
+    if namespace:
+        message.topic.resource_namespace = namespace
+    user = message.user_properties
+    for key, value in props.items():
+        if key not in prop.RESERVED:
+            user[key] = value
+    sp = message.system_properties
+    sp.message_id = stored.msg_id
+    sp.receipt_handle = receipt_handle
+    sp.delivery_attempt = attempt
+    sp.body_encoding = _IDENTITY
+    digest = sp.body_digest
+    digest.type = _CRC32
+    digest.checksum = f"{stored.body_crc:08X}"
+    sp.store_host = store_host
+    sp.queue_id = stored.queue_id
+    sp.queue_offset = stored.queue_offset
+    sp.message_type = message_type_of(stored)
+    _set_ts(sp.store_timestamp, stored.store_timestamp)
+    _set_ts(sp.born_timestamp, stored.born_timestamp)
+    invisible = sp.invisible_duration
+    invisible.seconds = invisible_ms // 1000
+    invisible.nanos = (invisible_ms % 1000) * 1_000_000
     born_host = props.get(prop.BORN_HOST)
     if born_host:
-        fields["born_host"] = born_host
+        sp.born_host = born_host
     tag = props.get(prop.TAGS)
     if tag:
-        fields["tag"] = tag
+        sp.tag = tag
     if stored.keys:
-        fields["keys"] = stored.keys
+        sp.keys.extend(stored.keys)
     group = props.get(prop.MESSAGE_GROUP)
     if group:
-        fields["message_group"] = group
+        sp.message_group = group
     delivery = props.get(prop.DELIVERY_TIMESTAMP)
     if delivery and delivery.isdigit():
-        fields["delivery_timestamp"] = _ts(int(delivery))
+        _set_ts(sp.delivery_timestamp, int(delivery))
     trace = props.get(prop.TRACE_CONTEXT)
     if trace:
-        fields["trace_context"] = trace
-    return pb.Message(
-        topic=pb.Resource(resource_namespace=namespace, name=stored.topic),
-        user_properties=user,
-        system_properties=pb.SystemProperties(**fields),
-        body=stored.body,
-    )
+        sp.trace_context = trace
+    message.body = stored.body
+    return message

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import NamedTuple
 
-from rocketcluster.broker.store.dispatch import DispatchRequest
+from rocketcluster.broker.store.record import DispatchRequest
 
 DEFAULT_CAPACITY = 200_000
 

@@ -133,53 +133,50 @@ class SendService:
                     result = PutResult(
                         replicated, result.records, f"replication: {replicated.value}"
                     )
-            code = put_code(result.status)
-            for i, p in enumerate(good):
-                if result.ok:
+            if result.ok:
+                for p, stored in zip(good, result.records, strict=True):
                     outcomes[id(p)] = SendOutcome(
                         Code.OK,
                         "OK",
                         p.record.msg_id,
                         p.transaction_id,
-                        result.records[i].queue_offset,
+                        stored.queue_offset,
                         p.recall_handle,
                     )
-                else:
+            else:
+                code = put_code(result.status)
+                for p in good:
                     outcomes[id(p)] = SendOutcome(code, result.reason, p.record.msg_id)
         return [p if isinstance(p, SendOutcome) else outcomes[id(p)] for p in prepared]
 
     def _prepare(self, msg: pb.Message, client_id: str) -> _Prepared:
+        # Every check is guarded by a cheap test of the common case: this runs for
+        # each message of each SendMessage.
         topic = self._registry.require_topic(msg.topic.name)
         sp = msg.system_properties
         if not sp.message_id:
             raise MessagingError(Code.ILLEGAL_MESSAGE_ID, "message_id is required")
-        if not msg.body:
+        body_size = len(msg.body)
+        if not body_size:
             raise MessagingError(Code.MESSAGE_BODY_EMPTY, "message body is empty")
-        if len(msg.body) > self._max_body:
+        if body_size > self._max_body:
             raise MessagingError(
                 Code.MESSAGE_BODY_TOO_LARGE,
-                f"message body of {len(msg.body)} bytes exceeds the limit of {self._max_body}",
+                f"message body of {body_size} bytes exceeds the limit of {self._max_body}",
             )
-        if sp.tag and ("|" in sp.tag or not sp.tag.strip()):
-            raise MessagingError(Code.ILLEGAL_MESSAGE_TAG, f"tag {sp.tag!r} is not allowed")
-        if any(not k.strip() for k in sp.keys):
+        tag = sp.tag
+        if tag and ("|" in tag or not tag.strip()):
+            raise MessagingError(Code.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} is not allowed")
+        if sp.keys and any(not k.strip() for k in sp.keys):
             raise MessagingError(Code.ILLEGAL_MESSAGE_KEY, "message keys must not be blank")
-        if len(sp.message_group.encode()) >= MAX_MESSAGE_GROUP_BYTES:
+        group = sp.message_group
+        if group and len(group.encode()) >= MAX_MESSAGE_GROUP_BYTES:
             raise MessagingError(
                 Code.ILLEGAL_MESSAGE_GROUP,
                 f"message group longer than {MAX_MESSAGE_GROUP_BYTES - 1} bytes",
             )
-        reserved = sorted(k for k in msg.user_properties if k in prop.RESERVED)
-        if reserved:
-            raise MessagingError(
-                Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"reserved property names: {', '.join(reserved)}"
-            )
-        size = sum(len(k) + len(v) for k, v in msg.user_properties.items())
-        if size > MAX_PROPERTIES_BYTES:
-            raise MessagingError(
-                Code.MESSAGE_PROPERTIES_TOO_LARGE,
-                f"user properties of {size} bytes exceed {MAX_PROPERTIES_BYTES}",
-            )
+        if msg.user_properties:
+            self._check_user_properties(msg)
         message_type = self._message_type(msg)
         if message_type not in _ACCEPTS[topic.message_type]:
             raise MessagingError(
@@ -206,6 +203,20 @@ class SendService:
         return _Prepared(
             msg, to_store(msg, topic.name, queue_id, message_type, props), message_type
         )
+
+    @staticmethod
+    def _check_user_properties(msg: pb.Message) -> None:
+        reserved = sorted(k for k in msg.user_properties if k in prop.RESERVED)
+        if reserved:
+            raise MessagingError(
+                Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"reserved property names: {', '.join(reserved)}"
+            )
+        size = sum(len(k) + len(v) for k, v in msg.user_properties.items())
+        if size > MAX_PROPERTIES_BYTES:
+            raise MessagingError(
+                Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                f"user properties of {size} bytes exceed {MAX_PROPERTIES_BYTES}",
+            )
 
     def _prepare_delay(
         self, msg: pb.Message, topic: TopicSpec, queue_id: int, message_type: int

@@ -353,15 +353,17 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             yield spb.ReceiveMessageResponse(status=OK_STATUS)
             ns = request.group.resource_namespace
             for d in deliveries:
-                message = to_pb(
+                response = spb.ReceiveMessageResponse()
+                to_pb(
                     d.message,
                     namespace=ns,
                     receipt_handle=d.handle,
                     attempt=d.attempt,
                     store_host=rt.store_host,
                     invisible_ms=d.invisible_ms,
+                    into=response.message,
                 )
-                yield spb.ReceiveMessageResponse(message=message)
+                yield response
             # The push consumer reads the transport delivery time from this last
             # response and fails the whole batch without it (client 5.1.2).
             delivered_at = spb.ReceiveMessageResponse()

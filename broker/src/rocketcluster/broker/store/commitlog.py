@@ -324,6 +324,9 @@ class CommitLog:
             raise OffsetRemovedError(offset, self.min_offset)
         if size < 0 or offset + size > self.committed_offset:
             raise ReadPastEndError(offset, size, self.committed_offset)
+        seg = self._segment_for(offset)
+        if offset + size <= seg.end:  # the common case: one segment, one pread, no copy
+            return seg.pread(offset, size)
         out = bytearray()
         pos = offset
         while pos < offset + size:

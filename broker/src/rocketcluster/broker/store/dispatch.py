@@ -11,26 +11,14 @@ import collections
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from rocketcluster.api.names import topic_name_problem
 from rocketcluster.broker.store.commitlog import AppendedRecord
 from rocketcluster.broker.store.consumequeue import ConsumeQueue
 from rocketcluster.broker.store.index import IndexRequest, IndexService
-from rocketcluster.broker.store.record import MessageToStore
+from rocketcluster.broker.store.record import DispatchRequest, MessageToStore
 
 log = logging.getLogger(__name__)
-
-
-class DispatchRequest(NamedTuple):
-    topic: str
-    queue_id: int
-    queue_offset: int
-    physical_offset: int
-    size: int
-    tags_code: int
-    msg_id: str
-    keys: tuple[str, ...]
 
 
 class ConsumeQueueTable:

@@ -34,7 +34,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from enum import IntFlag
-from typing import Final
+from typing import Final, NamedTuple
 
 MESSAGE_MAGIC: Final = 0xDAA320A7
 BLANK_MAGIC: Final = 0xCBD43194
@@ -77,13 +77,22 @@ def tags_code(tag: str | None) -> int:
 
 
 def encode_properties(properties: dict[str, str]) -> bytes:
-    """Encode properties as RocketMQ does; separators are not allowed inside values."""
-    parts = []
-    for name, value in properties.items():
-        if NAME_VALUE_SEPARATOR in name + value or PROPERTY_SEPARATOR in name + value:
-            raise ValueError(f"property {name!r} contains a reserved separator character")
-        parts.append(f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}")
-    return "".join(parts).encode()
+    """Encode properties as RocketMQ does; separators are not allowed inside values.
+
+    Joined first and checked once: each pair adds exactly one separator of each kind,
+    so any extra one came from inside a name or value."""
+    text = "".join(
+        [
+            f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}"
+            for name, value in properties.items()
+        ]
+    )
+    count = len(properties)
+    if text.count(NAME_VALUE_SEPARATOR) != count or text.count(PROPERTY_SEPARATOR) != count:
+        for name, value in properties.items():
+            if NAME_VALUE_SEPARATOR in name + value or PROPERTY_SEPARATOR in name + value:
+                raise ValueError(f"property {name!r} contains a reserved separator character")
+    return text.encode()
 
 
 def decode_properties(raw: bytes) -> dict[str, str]:
@@ -238,9 +247,9 @@ class RecordKind:
     BLANK: Final = 2
 
 
-@dataclass(frozen=True, slots=True)
-class RecordCheck:
-    """Outcome of checking the bytes at one position."""
+class RecordCheck(NamedTuple):
+    """Outcome of checking the bytes at one position (a tuple: made for every record
+    a slave copies or recovery reads)."""
 
     kind: int | None  # RecordKind, or None when invalid
     size: int
@@ -297,6 +306,52 @@ def check_record(
     if zlib.crc32(view[meta_end : pos + total]) != body_crc:
         return RecordCheck(None, 0, "body CRC mismatch")
     return RecordCheck(RecordKind.MESSAGE, total)
+
+
+def property_value(text: str, name: str) -> str:
+    """One property of encoded properties ``text`` ("" when absent), without decoding
+    the others."""
+    marker = name + NAME_VALUE_SEPARATOR
+    if text.startswith(marker):
+        start = len(marker)
+    else:
+        found = text.find(PROPERTY_SEPARATOR + marker)
+        if found < 0:
+            return ""
+        start = found + 1 + len(marker)
+    end = text.find(PROPERTY_SEPARATOR, start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+class DispatchRequest(NamedTuple):
+    """What dispatching a record (consume queue, index) needs; no body."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    physical_offset: int
+    size: int
+    tags_code: int
+    msg_id: str
+    keys: tuple[str, ...]
+
+
+def summarize(view: memoryview | bytes, pos: int = 0) -> DispatchRequest:
+    """Summarize a record already known to be valid (see ``check_record``): the
+    header, the topic, and of the properties only the message id and keys."""
+    (total, magic, _c, _b, qid, _f, qoff, phys, _born, _st, tags, tl, _r, pl, _bl) = (
+        HEADER.unpack_from(view, pos)
+    )
+    if magic != MESSAGE_MAGIC:
+        raise ValueError(f"not a message record at {pos} (magic {magic:#x})")
+    p = pos + HEADER_SIZE
+    topic = bytes(view[p : p + tl]).decode()
+    props = bytes(view[p + tl : p + tl + pl]).decode()
+    raw_keys = property_value(props, PROPERTY_KEYS)
+    keys = tuple(k for k in raw_keys.split(KEY_SEPARATOR) if k) if raw_keys else ()
+    return DispatchRequest(
+        topic, qid, qoff, phys, total, tags, property_value(props, PROPERTY_UNIQ_KEY), keys
+    )
 
 
 def decode(view: memoryview | bytes, pos: int = 0) -> StoredMessage:

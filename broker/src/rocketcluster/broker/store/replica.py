@@ -13,9 +13,9 @@ from __future__ import annotations
 import shutil
 
 from rocketcluster.broker.store import record
-from rocketcluster.broker.store.dispatch import DispatchRequest
 from rocketcluster.broker.store.errors import CorruptRecordError, StoreError
 from rocketcluster.broker.store.message_store import MessageStore
+from rocketcluster.broker.store.record import DispatchRequest
 
 
 def scan_records(data: bytes, offset: int, segment_size: int) -> list[DispatchRequest]:
@@ -38,19 +38,7 @@ def scan_records(data: bytes, offset: int, segment_size: int) -> list[DispatchRe
             continue
         if check.kind is None:
             raise CorruptRecordError(absolute, check.reason)
-        msg = record.decode(view, pos)
-        out.append(
-            DispatchRequest(
-                msg.topic,
-                msg.queue_id,
-                msg.queue_offset,
-                msg.physical_offset,
-                msg.size,
-                msg.tags_code,
-                msg.msg_id,
-                msg.keys,
-            )
-        )
+        out.append(record.summarize(view, pos))
         pos += check.size
     return out
 
