@@ -6,6 +6,12 @@ as a broker does, so the official client runs against it unchanged. Comparing th
 real broker with this server, driven by the same client in the same run, shows what
 the broker's own work costs.
 
+Beside it, on the same port, the transport limit: a generic service with no protobuf at
+all (``Raw``, served without (de)serializers). ``Stream`` answers as many pre-built 1 KiB
+``bytes`` messages as its request asks for (a 4-byte big-endian count); ``Batch`` takes
+any bytes and answers their length (4 bytes, big-endian). Nothing but yielding per
+message: what grpc.aio itself carries on this machine.
+
 ``python -m rocketcluster.broker.canned --host H --port P``
 """
 
@@ -26,6 +32,9 @@ from rocketcluster.broker.messaging.codes import OK_STATUS
 
 QUEUES = 8
 BODY = b"x" * 1024
+RAW_SERVICE = "rocketcluster.bench.Raw"
+RAW_STREAM = f"/{RAW_SERVICE}/Stream"
+RAW_BATCH = f"/{RAW_SERVICE}/Batch"
 
 
 class CannedServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
@@ -147,9 +156,30 @@ class CannedServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore
         return spb.AckMessageResponse(status=OK_STATUS, entries=entries)
 
 
+async def _raw_stream(request: bytes, context: Any) -> AsyncIterator[bytes]:
+    for _ in range(int.from_bytes(request, "big")):
+        yield BODY
+
+
+async def _raw_batch(request: bytes, context: Any) -> bytes:
+    return len(request).to_bytes(4, "big")
+
+
+def raw_handler() -> grpc.GenericRpcHandler:
+    """The transport limit: bytes in, bytes out, no (de)serializers."""
+    return grpc.method_handlers_generic_handler(
+        RAW_SERVICE,
+        {
+            "Stream": grpc.unary_stream_rpc_method_handler(_raw_stream),
+            "Batch": grpc.unary_unary_rpc_method_handler(_raw_batch),
+        },
+    )
+
+
 async def serve(host: str, port: int) -> None:
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     service_pb2_grpc.add_MessagingServiceServicer_to_server(CannedServicer(host, port), server)
+    server.add_generic_rpc_handlers((raw_handler(),))
     server.add_insecure_port(f"{host}:{port}")
     await server.start()
     print(f"READY {host}:{port}", flush=True)

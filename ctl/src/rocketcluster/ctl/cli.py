@@ -132,6 +132,7 @@ def _client_bench(
     result = run_client_bench(work_dir, seconds, flushes, cases)
     path = write_results(out_dir, name, result)
     columns = ["server", "case", "msgs_per_s", "p50_ms", "p99_ms", "messages", "errors", "ratio"]
+    columns += ["server_cpu", "client_cpu"]  # CPU s/s, for the transport limit rows
     click.echo(format_table(rows(result), columns))
     click.echo(f"results: {path}")
 
@@ -157,17 +158,20 @@ def _register_client_benches() -> None:
         (
             "produce",
             PRODUCE,
-            "Produce 1 KiB messages: official and lean client, beside a no-work server.",
+            "Produce 1 KiB messages: official and lean client, beside a no-work server "
+            "and the raw grpc.aio transport limit (unary batches).",
         ),
         (
             "consume",
             CONSUME,
-            "Consume 1 KiB messages: official and lean client, beside a no-work server.",
+            "Consume 1 KiB messages: official and lean client, beside a no-work server "
+            "and the raw grpc.aio transport limit (streamed batches).",
         ),
         (
             "clients",
             PRODUCE + CONSUME,
-            "Produce and consume with both clients, beside a no-work server.",
+            "Produce and consume with both clients, beside a no-work server and the raw "
+            "grpc.aio transport limit.",
         ),
     ):
         bench.add_command(_client_bench_command(name, cases, doc))

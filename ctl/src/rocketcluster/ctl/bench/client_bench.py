@@ -5,6 +5,11 @@ sends them; send_async with many in flight; SimpleConsumer receive + ack) and ou
 LeanClient (batches of messages per request, many requests in flight). The ceiling:
 the same client against a server that answers without doing any work
 (``rocketcluster.broker.canned``, its own process like the broker). 1 KiB messages.
+
+Below both, the transport limit: a raw grpc.aio client against the canned server's
+``Raw`` service (``bytes`` both ways, no protobuf, no broker logic), in the shapes of
+lean_produce and lean_consume, with the CPU each process burns. When both sides use a
+whole core there, no broker on this transport can go faster in that shape.
 """
 
 from __future__ import annotations
@@ -19,8 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocketcluster.api.client.lean import LeanClient, OutgoingMessage
+import grpc
+
+from rocketcluster.api.client.lean import CHANNEL_OPTIONS, LeanClient, OutgoingMessage
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.broker.canned import RAW_BATCH, RAW_STREAM
 from rocketcluster.ctl.local.addresses import allocate
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
@@ -215,6 +223,114 @@ def official_consume(
     }
 
 
+# -- the transport limit -----------------------------------------------------------
+
+LIMIT = ("raw_unary", "raw_stream")
+_SHAPES = {
+    "raw_unary": f"like lean_produce: {LEAN_INFLIGHT} calls in flight, "
+    f"{LEAN_BATCH} x 1 KiB per request, a short answer",
+    "raw_stream": f"like lean_consume: {LEAN_INFLIGHT // 2} calls in flight, "
+    f"{LEAN_BATCH} x 1 KiB streamed per call",
+}
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads) from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK  # fields 14 and 15 of stat(5)
+
+
+async def _raw_unary(channel: grpc.aio.Channel, deadline: float) -> tuple[int, int, list[float]]:
+    call = channel.unary_unary(RAW_BATCH)
+    request = BODY * LEAN_BATCH
+    ack = len(request).to_bytes(4, "big")
+    latencies: list[float] = []
+    sent = errors = 0
+
+    async def worker() -> None:
+        nonlocal sent, errors
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            try:
+                answer = await call(request)
+            except grpc.RpcError:
+                errors += 1
+                continue
+            if answer != ack:
+                errors += 1
+                continue
+            latencies.append(time.perf_counter() - started)
+            sent += LEAN_BATCH
+
+    await asyncio.gather(*(worker() for _ in range(LEAN_INFLIGHT)))
+    return sent, errors, latencies
+
+
+async def _raw_stream(channel: grpc.aio.Channel, deadline: float) -> tuple[int, int, list[float]]:
+    call = channel.unary_stream(RAW_STREAM)
+    request = LEAN_BATCH.to_bytes(4, "big")
+    latencies: list[float] = []
+    got = errors = 0
+
+    async def worker() -> None:
+        nonlocal got, errors
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            count = 0
+            try:
+                async for _ in call(request):
+                    count += 1
+            except grpc.RpcError:
+                errors += 1
+                continue
+            latencies.append(time.perf_counter() - started)
+            got += count
+
+    await asyncio.gather(*(worker() for _ in range(LEAN_INFLIGHT // 2)))
+    return got, errors, latencies
+
+
+async def _limit_case(
+    endpoint: str, seconds: float, case: str, server_pid: int | None
+) -> dict[str, Any]:
+    run = _raw_unary if case == "raw_unary" else _raw_stream
+    async with grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS) as channel:
+        await channel.unary_unary(RAW_BATCH)(b"")  # connect outside the measurement
+        server_cpu = _cpu_seconds(server_pid) if server_pid else 0.0
+        client_cpu = _cpu_seconds(os.getpid())
+        started = time.perf_counter()
+        messages, errors, latencies = await run(channel, started + seconds)
+        elapsed = time.perf_counter() - started
+        client_cpu = _cpu_seconds(os.getpid()) - client_cpu
+        if server_pid:
+            server_cpu = _cpu_seconds(server_pid) - server_cpu
+    return {
+        "shape": _SHAPES[case],
+        "messages": messages,
+        "seconds": elapsed,
+        "msgs_per_s": messages / elapsed,
+        "errors": errors,
+        **_percentiles(latencies),
+        "server_cpu": server_cpu / elapsed if server_pid else None,
+        "client_cpu": client_cpu / elapsed,
+    }
+
+
+def transport_limit(
+    endpoint: str,
+    seconds: float,
+    *,
+    server_pid: int | None = None,
+    cases: tuple[str, ...] = LIMIT,
+) -> dict[str, dict[str, Any]]:
+    """What grpc.aio alone carries: ``cases`` against the canned server's ``Raw``
+    service, each for ``seconds`` on its own channel. CPU figures are CPU seconds per
+    second of the server process (``server_pid``; None when not given) and of this one."""
+    return {case: asyncio.run(_limit_case(endpoint, seconds, case, server_pid)) for case in cases}
+
+
 # -- servers -----------------------------------------------------------------------
 
 
@@ -234,6 +350,10 @@ class CannedServer:
         if not line.startswith("READY"):
             self.stop()
             raise RuntimeError(f"the canned server did not start: {line!r}")
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
 
     def stop(self) -> None:
         if self._proc.poll() is None:
@@ -291,12 +411,26 @@ def _suite(
     return out
 
 
-def _ceiling(seconds: float, cases: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+def _ceiling(
+    seconds: float, cases: tuple[str, ...], limit_cases: tuple[str, ...] = ()
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The ceiling for ``cases`` and, first (while no client library has left threads
+    in this process), the transport limit for ``limit_cases``, on one canned server."""
     canned = CannedServer()
     try:
-        return _suite(canned.endpoint, seconds, cases, real_broker=False)
+        limits = transport_limit(canned.endpoint, seconds, server_pid=canned.pid, cases=limit_cases)
+        return _suite(canned.endpoint, seconds, cases, real_broker=False), limits
     finally:
         canned.stop()
+
+
+def _limit_cases(cases: tuple[str, ...]) -> tuple[str, ...]:
+    """The limit cases in the shapes of the lean cases asked for."""
+    return tuple(
+        f
+        for f, like in (("raw_unary", PRODUCE), ("raw_stream", CONSUME))
+        if any(c in cases for c in like)
+    )
 
 
 def run_client_bench(
@@ -306,9 +440,10 @@ def run_client_bench(
     cases: tuple[str, ...] = PRODUCE + CONSUME,
 ) -> dict[str, Any]:
     """Ceiling, then each broker, then the ceiling again (the machine is shared and
-    noisy): ratios compare each broker figure with the mean of the two ceilings."""
+    noisy): ratios compare each broker figure with the mean of the two ceilings. The
+    transport limit is measured once, with the first ceiling."""
     logging.getLogger("rocketmq-python-client").setLevel(logging.WARNING)
-    before = _ceiling(seconds, cases)
+    before, limit = _ceiling(seconds, cases, _limit_cases(cases))
     results: dict[str, Any] = {"seconds_per_case": seconds, "broker": {}, "ratios": {}}
     for flush in flushes:
         runtime = LocalRuntime(work_dir / f"broker-{flush}")
@@ -320,7 +455,7 @@ def run_client_bench(
             )
         finally:
             runtime.down()
-    after = _ceiling(seconds, cases)
+    after, _ = _ceiling(seconds, cases)
     ceiling = {
         case: {
             **before[case],
@@ -330,6 +465,7 @@ def run_client_bench(
         for case in before
     }
     results["ceiling"] = ceiling
+    results["transport_limit"] = limit
     for flush in flushes:
         results["ratios"][flush] = {
             case: results["broker"][flush][case]["msgs_per_s"]
@@ -340,7 +476,10 @@ def run_client_bench(
 
 
 def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    table = []
+    table = [
+        {"server": "grpc.aio raw (limit)", "case": case, **_pick(result)}
+        for case, result in results.get("transport_limit", {}).items()
+    ]
     for case, ceil in results["ceiling"].items():
         table.append({"server": "canned (ceiling)", "case": case, **_pick(ceil)})
         for flush, per_case in results["broker"].items():
@@ -356,5 +495,5 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _pick(result: dict[str, Any]) -> dict[str, Any]:
-    keep = ("msgs_per_s", "p50_ms", "p99_ms", "messages", "errors")
-    return {k: v for k, v in result.items() if k in keep}
+    keep = ("msgs_per_s", "p50_ms", "p99_ms", "messages", "errors", "server_cpu", "client_cpu")
+    return {k: v for k, v in result.items() if k in keep and v is not None}
