@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rocketcluster.controller.election import BrokerLiveInfo, decide, fenced
+from rocketcluster.controller.election import BrokerLiveInfo, decide, designated_lacks, fenced
 from rocketcluster.controller.state import ControllerCode, ReplicasState
 
 
@@ -234,3 +234,26 @@ def test_only_brokers_that_acted_on_the_deposing_view_are_candidates() -> None:
     ready = fenced(alive, deposed_epoch)
     assert set(ready) == {2, 3}
     assert decide(g, ready, write_quorum=2).new_master == 2  # its final offset is newest
+
+
+def test_a_switchover_needs_everything_the_other_fenced_slaves_hold() -> None:
+    """Writes are acknowledged by 2 of 3: after master 1 is deposed, slave 3 may hold
+    acknowledged writes that slave 2 lacks. Designating 2 must then be refused (the
+    controller elects as a failover would); the old master's own tail never counts:
+    no slave has it, so in sync mode it was never acknowledged."""
+    g = elected(three_brokers()).group()
+    ready = {
+        1: BrokerLiveInfo(1, epoch=1, max_offset=900),
+        2: BrokerLiveInfo(2, epoch=1, max_offset=700),
+        3: BrokerLiveInfo(3, epoch=1, max_offset=760),
+    }
+    why = designated_lacks(g, ready, 2, deposed=1)
+    assert "broker 3" in why and "760" in why
+    assert designated_lacks(g, ready, 3, deposed=1) == ""  # 3 holds what 2 holds
+    ready[2] = BrokerLiveInfo(2, epoch=1, max_offset=760)
+    assert designated_lacks(g, ready, 2, deposed=1) == ""
+    del ready[2]  # did not report after the fencing: its offset is not final
+    assert "did not report" in designated_lacks(g, ready, 2, deposed=1)
+    # A newer epoch outranks a longer log.
+    ready = {2: BrokerLiveInfo(2, epoch=1, max_offset=999), 3: BrokerLiveInfo(3, epoch=2)}
+    assert "broker 3" in designated_lacks(g, ready, 2, deposed=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,44 @@ def test_master_kills_lose_nothing_acknowledged(cluster: Cluster) -> None:
     twice = {mid: places for mid, places in seen.items() if len(places) > 1}
     assert not twice, f"delivered at two different offsets: {list(twice.items())[:3]}"
     assert all(r < 30 for r in recoveries), recoveries
+
+
+def test_switchovers_under_load_lose_nothing_acknowledged(cluster: Cluster) -> None:
+    """An admin's switchover (``rocketctl elect --broker-id``) is fenced like a failover:
+    the master is deposed first, and the designated slave is elected only once every
+    in-sync replica stopped replicating from it and it holds what the others hold. A
+    refused switchover (it lacked acknowledged writes) leaves a master and may be
+    asked again."""
+    workload = Workload(cluster.endpoints)
+    workload.start()
+    outcomes: list[tuple[int, str]] = []
+    try:
+        for _ in range(2):
+            time.sleep(2)
+            view = cluster.wait_in_sync(3)
+            target = next(b for b in view["syncStateSet"] if b != view["masterId"])
+            for _attempt in range(5):
+                status, answer = cluster.switchover(target)
+                outcomes.append((status, json.dumps(answer)))
+                if status == 200:
+                    break
+                assert status == 409 and "refused" in answer["detail"]["message"], answer
+                cluster.master()  # the group is never left without one
+                time.sleep(1)
+            assert status == 200, outcomes
+            after = answer["group"]
+            assert after["masterId"] == target
+            assert after["masterEpoch"] >= view["masterEpoch"] + 2  # deposed, then elected
+            elected = cluster.process_of(target, after)
+            assert cluster.master()["name"] == elected["name"]
+    finally:
+        workload.stop()
+    assert len(workload.acked) > 100
+    seen = audit(cluster.endpoints, "audit", set(workload.acked))
+    lost = set(workload.acked) - set(seen)
+    assert not lost, f"{len(lost)} acknowledged messages lost ({outcomes})"
+    twice = {mid: places for mid, places in seen.items() if len(places) > 1}
+    assert not twice, f"delivered at two different offsets: {list(twice.items())[:3]}"
 
 
 def test_unreplicated_tail_is_never_delivered_and_the_old_master_rejoins(cluster: Cluster) -> None:

@@ -18,11 +18,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketcluster.api.controller_config import ControllerProcessConfig
-from rocketcluster.controller.election import BrokerLiveInfo, decide, fenced
+from rocketcluster.controller.election import (
+    BrokerLiveInfo,
+    ElectionDecision,
+    decide,
+    designated_lacks,
+    fenced,
+)
 from rocketcluster.controller.heartbeats import BrokerLiveness
 from rocketcluster.controller.raft.errors import ProposalDroppedError
 from rocketcluster.controller.raft.node import ProposalLost, RaftNode
-from rocketcluster.controller.state import ControllerCode, ReplicasState, Result
+from rocketcluster.controller.state import BrokerGroup, ControllerCode, ReplicasState, Result
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +198,12 @@ class ControllerCore:
         self, group: str, broker_id: int | None, designated: bool, reason: str
     ) -> Reply:
         """An election now: a broker nominating itself, an admin's switchover, or the
-        scan. Serialized, so two elections never race on the same master epoch."""
+        scan. Serialized, so two elections never race on the same master epoch.
+
+        Both a failover and a switchover run in two phases: the master is deposed
+        (a new master epoch, no master), and only replicas that report having acted
+        on that view — their offsets final, no write of the old master can still
+        reach them — are compared and elected."""
         if not self.node.is_leader:
             return self._not_leader()
         async with self._election_lock:
@@ -202,24 +213,33 @@ class ControllerCore:
                     ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
                     f"no broker group {group!r}",
                 )
+            target = broker_id if designated else None
             alive = self.liveness.alive_in(group)
-            if not designated and g.master_id is not None and g.master_id not in alive:
-                deposed = await self._depose(group, g.master_id, g.master_epoch, reason)
-                if deposed.code != ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE:
-                    return deposed  # not leader any more, or another election won
+            decision = self._decide(g, alive, target)
+            if target is not None and not decision.elect:
+                return Reply(decision.code, decision.reason, "", g.view())  # refused as asked
+            deposed = g.master_id
+            if deposed is not None and (target is not None or deposed not in alive):
+                reply = await self._depose(group, deposed, g.master_epoch, reason)
+                if reply.code != ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE:
+                    return reply  # not leader any more, or another election won
                 g = self.state.groups[group]
-            if not designated and g.master_id is None and g.master_epoch > 0:
-                alive = await self._fenced_candidates(group, set(g.sync_state_set), g.master_epoch)
-            decision = decide(
-                g,
-                alive,
-                designated=broker_id if designated else None,
-                unclean_enabled=self.config.unclean_election,
-                write_quorum=self.config.write_quorum,
-            )
+            refusal = ""
+            if g.master_id is None and g.master_epoch > 0:
+                members = set(g.sync_state_set) | ({target} if target is not None else set())
+                alive = await self._fenced_candidates(group, members, g.master_epoch)
+                decision = self._decide(g, alive, target)
+                if target is not None:
+                    in_set = target in g.sync_state_set
+                    refusal = designated_lacks(g, alive, target, deposed) if in_set else ""
+                    if refusal or not decision.elect:
+                        # The master is deposed already: elect as a failover would.
+                        refusal = refusal or decision.reason
+                        decision = self._decide(g, alive, None)
             no_change = decision.new_master is None and g.master_id is None
             if not decision.elect or no_change:
-                return Reply(decision.code, decision.reason, "", g.view())
+                why = f"{refusal}; {decision.reason}" if refusal else decision.reason
+                return Reply(decision.code, why, "", g.view())
             reply = await self.propose(
                 {
                     "type": "ElectMaster",
@@ -227,7 +247,8 @@ class ControllerCore:
                     "masterEpoch": g.master_epoch,
                     "newMaster": decision.new_master,
                     "unclean": decision.unclean,
-                    "reason": f"{reason}: {decision.reason}",
+                    "reason": f"{reason}: {decision.reason}"
+                    + (f" (switchover to {broker_id} refused: {refusal})" if refusal else ""),
                 }
             )
             if reply.code in (
@@ -243,7 +264,26 @@ class ControllerCore:
                     decision.new_master,
                     decision.reason,
                 )
+            if refusal and reply.ok:
+                return Reply(
+                    ControllerCode.CONTROLLER_ELECT_MASTER_FAILED,
+                    f"switchover to broker {broker_id} refused: {refusal}; "
+                    f"broker {decision.new_master} elected instead",
+                    "",
+                    reply.data,
+                )
             return reply
+
+    def _decide(
+        self, g: BrokerGroup, alive: dict[int, BrokerLiveInfo], designated: int | None
+    ) -> ElectionDecision:
+        return decide(
+            g,
+            alive,
+            designated=designated,
+            unclean_enabled=self.config.unclean_election,
+            write_quorum=self.config.write_quorum,
+        )
 
     async def _depose(self, group: str, master: int, epoch: int, reason: str) -> Reply:
         """Phase one of an election: the group has no master from here on (a new

@@ -13,6 +13,10 @@ has them all, and the newest of them then wins. With fewer alive, electing would
 drop acknowledged writes: that is an unclean election (found by the chaos suite: a
 lagging in-sync slave, left alone by a double failure, was elected and the writes
 the other two had acknowledged were cut).
+
+An admin's switchover is fenced like a failover: the master is deposed first, and the
+designated broker must then hold as much as every other fenced in-sync slave
+(``designated_lacks``), or acknowledged writes that only those slaves hold would be cut.
 """
 
 from __future__ import annotations
@@ -132,6 +136,33 @@ def decide(
     else:
         why = "alive in-sync replica with the newest data"
     return ElectionDecision(ControllerCode.SUCCESS, winner.broker_id, unclean, why)
+
+
+def designated_lacks(
+    group: BrokerGroup, ready: dict[int, BrokerLiveInfo], designated: int, deposed: int | None
+) -> str:
+    """Why electing ``designated`` after the fencing could cut acknowledged writes ("" if
+    it could not). ``ready``: the fenced alive brokers (their offsets are final);
+    ``deposed``: the master just deposed. An acknowledged write is on the master and
+    on as many slaves as the write quorum asks, so a slave holding at least what every
+    other fenced in-sync slave holds has them all. The deposed master's own tail is
+    not compared: what no slave has was never acknowledged in sync mode (in async
+    mode a master acknowledges alone, and a switchover cuts that tail as a failover
+    would)."""
+    me = ready.get(designated)
+    if me is None:
+        return f"broker {designated} did not report its final offset after the fencing"
+    for other in sorted(ready.values(), key=_rank):
+        if other.broker_id in (designated, deposed) or other.broker_id not in group.sync_state_set:
+            continue
+        if (other.epoch, other.max_offset) > (me.epoch, me.max_offset):
+            return (
+                f"broker {designated} holds up to offset {me.max_offset} (epoch {me.epoch}), "
+                f"in-sync broker {other.broker_id} up to {other.max_offset} "
+                f"(epoch {other.epoch}): writes acknowledged with {other.broker_id} would be cut"
+            )
+        break  # the newest other slave is not ahead: none is
+    return ""
 
 
 def _short_of_quorum(group: BrokerGroup, alive_members: int, write_quorum: int | None) -> str:

@@ -95,19 +95,45 @@ class Cluster:
 
         return wait_for(find, timeout=60, what="a master")
 
-    def group_view(self) -> dict[str, Any] | None:
+    def _leader_admin(self) -> str | None:
         for proc in self.controllers():
             try:
                 cluster = httpx.get(
                     f"http://{proc['addresses']['admin']}/v1/cluster", timeout=2
                 ).json()
                 leader = next(m for m in cluster["members"] if m["id"] == cluster["leader"])
-                url = f"http://{leader['adminAddress']}/v1/groups/{self.group}"
-                view: dict[str, Any] = httpx.get(url, timeout=2).json()
-                return view
+                return str(leader["adminAddress"])
             except (httpx.HTTPError, ValueError, StopIteration, KeyError):
                 continue
         return None
+
+    def group_view(self) -> dict[str, Any] | None:
+        admin = self._leader_admin()
+        if admin is None:
+            return None
+        try:
+            view: dict[str, Any] = httpx.get(
+                f"http://{admin}/v1/groups/{self.group}", timeout=2
+            ).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        return view
+
+    def switchover(self, broker_id: int) -> tuple[int, dict[str, Any]]:
+        """Ask the controllers' leader to make ``broker_id`` master (what
+        ``rocketctl elect --broker-id`` does): the HTTP status and the answer."""
+        admin = wait_for(self._leader_admin, timeout=30, what="a controller leader")
+        answer = httpx.post(
+            f"http://{admin}/v1/groups/{self.group}/elect",
+            json={"brokerId": broker_id},
+            timeout=30,
+        )
+        return answer.status_code, answer.json()
+
+    def process_of(self, broker_id: int, view: dict[str, Any]) -> dict[str, Any]:
+        """The broker process registered as ``broker_id`` in a group ``view``."""
+        client = view["replicas"][str(broker_id)].partition("|")[0]
+        return next(p for p in self.brokers() if p["addresses"]["client"] == client)
 
     def wait_in_sync(self, size: int, timeout: float = 120) -> dict[str, Any]:
         def ok() -> dict[str, Any] | None:
