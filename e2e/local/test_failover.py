@@ -20,6 +20,16 @@ def cluster(tmp_path: Path) -> Cluster:  # type: ignore[misc]
         yield handle
 
 
+def _assert_nothing_lost_or_doubled(cluster: Cluster, workload: Workload, note: str = "") -> None:
+    """Every acknowledged message is delivered, and none at two different offsets."""
+    assert len(workload.acked) > 100
+    seen = audit(cluster.endpoints, "audit", set(workload.acked))
+    lost = set(workload.acked) - set(seen)
+    assert not lost, f"{len(lost)} acknowledged messages lost {note}"
+    twice = {mid: places for mid, places in seen.items() if len(places) > 1}
+    assert not twice, f"delivered at two different offsets: {list(twice.items())[:3]}"
+
+
 def test_master_kills_lose_nothing_acknowledged(cluster: Cluster) -> None:
     workload = Workload(cluster.endpoints)
     workload.start()
@@ -38,12 +48,7 @@ def test_master_kills_lose_nothing_acknowledged(cluster: Cluster) -> None:
             cluster.wait_in_sync(3)
     finally:
         workload.stop()
-    assert len(workload.acked) > 100
-    seen = audit(cluster.endpoints, "audit", set(workload.acked))
-    lost = set(workload.acked) - set(seen)
-    assert not lost, f"{len(lost)} acknowledged messages lost"
-    twice = {mid: places for mid, places in seen.items() if len(places) > 1}
-    assert not twice, f"delivered at two different offsets: {list(twice.items())[:3]}"
+    _assert_nothing_lost_or_doubled(cluster, workload)
     assert all(r < 30 for r in recoveries), recoveries
 
 
@@ -77,12 +82,7 @@ def test_switchovers_under_load_lose_nothing_acknowledged(cluster: Cluster) -> N
             assert cluster.master()["name"] == elected["name"]
     finally:
         workload.stop()
-    assert len(workload.acked) > 100
-    seen = audit(cluster.endpoints, "audit", set(workload.acked))
-    lost = set(workload.acked) - set(seen)
-    assert not lost, f"{len(lost)} acknowledged messages lost ({outcomes})"
-    twice = {mid: places for mid, places in seen.items() if len(places) > 1}
-    assert not twice, f"delivered at two different offsets: {list(twice.items())[:3]}"
+    _assert_nothing_lost_or_doubled(cluster, workload, f"switchovers: {outcomes}")
 
 
 def test_unreplicated_tail_is_never_delivered_and_the_old_master_rejoins(cluster: Cluster) -> None:
