@@ -395,28 +395,28 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         def handle(client_id: str) -> spb.AckMessageResponse:
             group = self._rt.registry.require_group(request.group.name)
             topic = request.topic.name
-            entries = []
-            for entry in request.entries:
+            response = spb.AckMessageResponse()
+            add = response.entries.add
+            first_failure: pb.Status | None = None
+            failed = 0
+            for entry in request.entries:  # built in place: this runs per message
+                handle_text = entry.receipt_handle
+                result = add(message_id=entry.message_id, receipt_handle=handle_text)
                 try:
-                    self._rt.pop.ack(group.name, topic, entry.receipt_handle)
-                    entry_status = OK_STATUS
+                    self._rt.pop.ack(group.name, topic, handle_text)
+                    result.status.code = OK
+                    result.status.message = "OK"
                 except MessagingError as exc:
-                    entry_status = exc.to_status()
-                entries.append(
-                    spb.AckMessageResultEntry(
-                        message_id=entry.message_id,
-                        receipt_handle=entry.receipt_handle,
-                        status=entry_status,
-                    )
-                )
-            failed = [e.status for e in entries if e.status.code != Code.OK]
+                    result.status.CopyFrom(exc.to_status())
+                    failed += 1
+                    first_failure = first_failure or result.status
             if not failed:
-                overall = OK_STATUS
-            elif len(entries) == 1:
-                overall = failed[0]
+                response.status.CopyFrom(OK_STATUS)
+            elif len(response.entries) == 1 and first_failure is not None:
+                response.status.CopyFrom(first_failure)
             else:
-                overall = status(Code.MULTIPLE_RESULTS, f"{len(failed)} entries failed")
-            return spb.AckMessageResponse(status=overall, entries=entries)
+                response.status.CopyFrom(status(Code.MULTIPLE_RESULTS, f"{failed} entries failed"))
+            return response
 
         return await self._unary(
             "AckMessage", context, lambda s: spb.AckMessageResponse(status=s), handle, request
