@@ -132,7 +132,7 @@ def _client_bench(
     result = run_client_bench(work_dir, seconds, flushes, cases)
     path = write_results(out_dir, name, result)
     columns = ["server", "case", "msgs_per_s", "p50_ms", "p99_ms", "messages", "errors", "ratio"]
-    columns += ["server_cpu", "client_cpu"]  # CPU s/s, for the transport limit rows
+    columns += ["server_cpu", "client_cpu"]  # CPU s/s: which side limits the case
     click.echo(format_table(rows(result), columns))
     click.echo(f"results: {path}")
 

@@ -242,6 +242,30 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK  # fields 14 and 15 of stat(5)
 
 
+class CpuUse:
+    """CPU seconds per second of wall time burnt by the server process and by this
+    one (the client) while the block runs: on 2 cores it tells which side limits a
+    case (a side near 1.0 is saturated; Python runs one thread at a time)."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        self.server_pid = server_pid
+        self.figures: dict[str, float | None] = {}
+
+    def __enter__(self) -> CpuUse:
+        self._server = _cpu_seconds(self.server_pid) if self.server_pid else 0.0
+        self._client = _cpu_seconds(os.getpid())
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        elapsed = max(1e-9, time.perf_counter() - self._started)
+        server = (_cpu_seconds(self.server_pid) - self._server) if self.server_pid else None
+        self.figures = {
+            "server_cpu": None if server is None else server / elapsed,
+            "client_cpu": (_cpu_seconds(os.getpid()) - self._client) / elapsed,
+        }
+
+
 async def _raw_unary(channel: grpc.aio.Channel, deadline: float) -> tuple[int, int, list[float]]:
     call = channel.unary_unary(RAW_BATCH)
     request = BODY * LEAN_BATCH
@@ -298,14 +322,10 @@ async def _limit_case(
     run = _raw_unary if case == "raw_unary" else _raw_stream
     async with grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS) as channel:
         await channel.unary_unary(RAW_BATCH)(b"")  # connect outside the measurement
-        server_cpu = _cpu_seconds(server_pid) if server_pid else 0.0
-        client_cpu = _cpu_seconds(os.getpid())
-        started = time.perf_counter()
-        messages, errors, latencies = await run(channel, started + seconds)
-        elapsed = time.perf_counter() - started
-        client_cpu = _cpu_seconds(os.getpid()) - client_cpu
-        if server_pid:
-            server_cpu = _cpu_seconds(server_pid) - server_cpu
+        with CpuUse(server_pid) as use:
+            started = time.perf_counter()
+            messages, errors, latencies = await run(channel, started + seconds)
+            elapsed = time.perf_counter() - started
     return {
         "shape": _SHAPES[case],
         "messages": messages,
@@ -313,8 +333,7 @@ async def _limit_case(
         "msgs_per_s": messages / elapsed,
         "errors": errors,
         **_percentiles(latencies),
-        "server_cpu": server_cpu / elapsed if server_pid else None,
-        "client_cpu": client_cpu / elapsed,
+        **use.figures,
     }
 
 
@@ -384,30 +403,39 @@ CONSUME = ("lean_consume", "official_consume")
 
 
 def _suite(
-    endpoint: str, seconds: float, cases: tuple[str, ...], *, real_broker: bool
+    endpoint: str,
+    seconds: float,
+    cases: tuple[str, ...],
+    *,
+    real_broker: bool,
+    server_pid: int | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Run ``cases`` against one server. On a real broker a consume case reads what a
-    produce by the same client stored (produced first when the case list has none)."""
+    """Run ``cases`` against one server (``server_pid``: its process, for the CPU
+    figures). On a real broker a consume case reads what a produce by the same client
+    stored (produced first when the case list has none)."""
     out: dict[str, dict[str, Any]] = {}
     for client in ("lean", "official"):
         produce, consume = f"{client}_produce", f"{client}_consume"
         want: int | None = None
         if produce in cases or (real_broker and consume in cases):
-            result = (
-                asyncio.run(lean_produce(endpoint, seconds))
-                if client == "lean"
-                else official_produce(endpoint, seconds)
-            )
+            with CpuUse(server_pid) as use:
+                result = (
+                    asyncio.run(lean_produce(endpoint, seconds))
+                    if client == "lean"
+                    else official_produce(endpoint, seconds)
+                )
             if produce in cases:
-                out[produce] = result
+                out[produce] = {**result, **use.figures}
             want = result["messages"] if real_broker else None
         if consume in cases:
             limit = seconds * 3 if want else seconds
-            out[consume] = (
-                asyncio.run(lean_consume(endpoint, limit, want))
-                if client == "lean"
-                else official_consume(endpoint, limit, want)
-            )
+            with CpuUse(server_pid) as use:
+                result = (
+                    asyncio.run(lean_consume(endpoint, limit, want))
+                    if client == "lean"
+                    else official_consume(endpoint, limit, want)
+                )
+            out[consume] = {**result, **use.figures}
     return out
 
 
@@ -419,7 +447,8 @@ def _ceiling(
     canned = CannedServer()
     try:
         limits = transport_limit(canned.endpoint, seconds, server_pid=canned.pid, cases=limit_cases)
-        return _suite(canned.endpoint, seconds, cases, real_broker=False), limits
+        ceiling = _suite(canned.endpoint, seconds, cases, real_broker=False, server_pid=canned.pid)
+        return ceiling, limits
     finally:
         canned.stop()
 
@@ -450,8 +479,13 @@ def run_client_bench(
         runtime.down()
         state = runtime.up(bench_cluster(flush))
         try:
+            [broker] = [p for p in state["processes"] if p["role"] == "broker"]
             results["broker"][flush] = _suite(
-                state["clientEndpoints"], seconds, cases, real_broker=True
+                state["clientEndpoints"],
+                seconds,
+                cases,
+                real_broker=True,
+                server_pid=broker["pid"],
             )
         finally:
             runtime.down()
