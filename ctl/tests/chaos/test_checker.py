@@ -49,13 +49,20 @@ class H:
         at: float | None = None,
         took: float = 0.01,
         bgroup: str = BG,
+        process: int = 1,
     ) -> H:
-        common: dict[str, Any] = {"id": mid, "topic": "t", "bgroup": bgroup, "seq": seq}
+        common: dict[str, Any] = {
+            "id": mid,
+            "topic": "t",
+            "bgroup": bgroup,
+            "seq": seq,
+            "worker": f"w{process}",
+        }
         if mgroup:
             common["mgroup"] = mgroup
-        self._add("invoke", "send", at, process=1, **common)
+        self._add("invoke", "send", at, process=process, **common)
         extra = {"offset": offset} if outcome == "ok" and offset is not None else {}
-        self._add(outcome, "send", self.t + took, process=1, **common, **extra)
+        self._add(outcome, "send", self.t + took, process=process, **common, **extra)
         return self
 
     def deliver(
@@ -263,6 +270,31 @@ def test_recovery_from_first_error_to_next_success_and_after_heal() -> None:
     assert result["last_error_s"] == 4.0  # e2 failed at 14.0
     summary = check(h.records)
     assert summary["recovery_by_kind"]["kill"]["recovery_p50_s"] == 3.7
+
+
+def test_every_producer_must_recover_for_the_strict_figure() -> None:
+    """One producer back is not the cluster back: the strict figure waits for every
+    producer that failed to succeed after its own last failure."""
+    h = H()
+    h.fault(1, "kill", start=10.0, end=20.0, groups=[BG])
+    h.send("p1-fails", "info", at=10.5, took=1.0, process=1)
+    h.send("p2-fails", "fail", at=10.6, took=1.0, process=2)
+    h.send("p1-ok", at=12.0, took=0.1, process=1)  # the cluster looks back at 12.1
+    h.send("p2-fails-again", "info", at=12.5, took=2.0, process=2)
+    h.send("p2-ok", at=15.0, took=0.5, process=2)  # producer 2 only at 15.5
+    [fault] = collect_faults(h.records)
+    result = fault_recovery(collect_sends(h.records).values(), fault)
+    assert result["recovery_s"] == 1.6  # 10.5 -> 12.1
+    assert result["all_recovered_s"] == 5.0  # 10.5 -> 15.5
+    row = check(h.records)["recovery_by_kind"]["kill"]
+    assert row["all_recovered_p50_s"] == 5.0 and row["not_all_recovered"] == 0
+    stuck = H().fault(1, "kill", start=1.0, end=10.0, groups=[BG])
+    stuck.send("a", "info", at=1.5, process=1).send("b", at=2.0, process=1)
+    stuck.send("c", "fail", at=2.5, process=2)  # producer 2 never succeeds again
+    [fault] = collect_faults(stuck.records)
+    result = fault_recovery(collect_sends(stuck.records).values(), fault)
+    assert result["recovery_s"] is not None and result["all_recovered_s"] is None
+    assert check(stuck.records)["recovery_by_kind"]["kill"]["not_all_recovered"] == 1
 
 
 def test_no_errors_means_no_recovery_time_and_never_recovering_is_none() -> None:

@@ -13,7 +13,8 @@ checker and OpenChaos).
 - inconsistent offsets: one queue position holding two ids, or an acknowledged
   offset where the message is not;
 - recovery time per fault: from the first failed or indeterminate send inside the
-  fault window to the next success, and from the heal to the first success.
+  fault window to the next success, until every producer that failed succeeded
+  again, and from the heal to the first success.
 
 Nothing here does I/O, so hand-made histories test every verdict, including the
 ones that must fail.
@@ -46,6 +47,9 @@ class SendOp:
     outcome: str | None = None  # ok | fail | info | None (never completed)
     complete_time: float | None = None
     offset: int | None = None
+    # The producer behind the send: a process id changes after every indeterminate
+    # outcome (Jepsen's rule), the worker stays.
+    worker: str = ""
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,7 @@ def collect_sends(records: Iterable[Record]) -> dict[str, SendOp]:
                     r.get("mgroup", "") or "",
                     int(r.get("seq", -1)),
                     r.get("bgroup"),
+                    worker=r.get("worker", ""),
                 ),
             )
             continue
@@ -353,7 +358,10 @@ def fault_recovery(sends: Iterable[SendOp], fault: FaultWindow) -> dict[str, Any
     successful send invoked after it; 0 when no send failed; None when none succeeded
     afterwards. ``after_heal_s``: from the heal to the completion of the first
     successful send invoked after it. ``last_error_s``: from the fault start to the
-    last failure it caused (how long some clients still saw errors)."""
+    last failure it caused (how long some clients still saw errors).
+    ``all_recovered_s``, the strict figure: from that first failure until every
+    producer process that failed had a send succeed after its own last failure
+    (None when one never did) — one healthy producer is not a healthy cluster."""
     end = fault.end if fault.end is not None else math.inf
     groups = set(fault.groups)
     ops = [
@@ -374,6 +382,7 @@ def fault_recovery(sends: Iterable[SendOp], fault: FaultWindow) -> dict[str, Any
         "recovery_s": 0.0,
         "after_heal_s": None,
         "last_error_s": None,
+        "all_recovered_s": 0.0,
     }
     if errors:
         last = max(s.complete_time for s in errors if s.complete_time is not None)
@@ -385,6 +394,8 @@ def fault_recovery(sends: Iterable[SendOp], fault: FaultWindow) -> dict[str, Any
             if s.outcome == OK and s.invoke_time >= began and s.complete_time is not None
         ]
         out["recovery_s"] = round(min(later) - began, 3) if later else None
+        healthy = _every_process_recovered(ops, errors)
+        out["all_recovered_s"] = None if healthy is None else round(healthy - began, 3)
     if fault.end is not None:
         after = [
             s.complete_time
@@ -393,6 +404,31 @@ def fault_recovery(sends: Iterable[SendOp], fault: FaultWindow) -> dict[str, Any
         ]
         out["after_heal_s"] = round(min(after) - fault.end, 3) if after else None
     return out
+
+
+def _every_process_recovered(ops: Sequence[SendOp], errors: Sequence[SendOp]) -> float | None:
+    """When the last producer that failed had a send invoked after its own last failure
+    succeed (None if one never did). A producer is its worker (its process in
+    histories written before workers were recorded)."""
+    last_failure: dict[str | int | None, float] = {}
+    for s in errors:
+        if s.complete_time is not None:
+            who = s.worker or s.process
+            last_failure[who] = max(last_failure.get(who, s.invoke_time), s.invoke_time)
+    healthy = 0.0
+    for who, failed_at in last_failure.items():
+        ok = [
+            s.complete_time
+            for s in ops
+            if (s.worker or s.process) == who
+            and s.outcome == OK
+            and s.invoke_time >= failed_at
+            and s.complete_time is not None
+        ]
+        if not ok:
+            return None
+        healthy = max(healthy, min(ok))
+    return healthy
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -413,6 +449,7 @@ def recovery_by_kind(faults: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for kind, items in sorted(kinds.items()):
         rec = [f["recovery_s"] for f in items if f["recovery_s"] is not None]
         heal = [f["after_heal_s"] for f in items if f["after_heal_s"] is not None]
+        whole = [f["all_recovered_s"] for f in items if f["all_recovered_s"] is not None]
         out[kind] = {
             "count": len(items),
             "never_recovered": sum(1 for f in items if f["recovery_s"] is None),
@@ -421,6 +458,9 @@ def recovery_by_kind(faults: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "recovery_max_s": max(rec) if rec else None,
             "after_heal_p50_s": percentile(heal, 50),
             "after_heal_p99_s": percentile(heal, 99),
+            "all_recovered_p50_s": percentile(whole, 50),
+            "all_recovered_p99_s": percentile(whole, 99),
+            "not_all_recovered": sum(1 for f in items if f["all_recovered_s"] is None),
         }
     return out
 

@@ -39,14 +39,20 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
         f"  duplicates={summary['duplicates']['count']} redeliveries={summary['redeliveries']} "
         f"recovered={summary['recovered']['count']}",
         f"  healthy at end: {run['healthy_at_end']}, audit complete: {run['audit_complete']}",
-        "  faults by kind (recovery p50/p99, after heal p50/p99):",
+        "  faults by kind (p50/p99: first success, every producer healthy, after heal):",
     ]
     for kind, row in summary["recovery_by_kind"].items():
         lines.append(
             f"    {kind:30s} x{row['count']:<3d} recovery {_s(row['recovery_p50_s'])}/"
-            f"{_s(row['recovery_p99_s'])}  after heal {_s(row['after_heal_p50_s'])}/"
+            f"{_s(row['recovery_p99_s'])}  all {_s(row.get('all_recovered_p50_s'))}/"
+            f"{_s(row.get('all_recovered_p99_s'))}  after heal {_s(row['after_heal_p50_s'])}/"
             f"{_s(row['after_heal_p99_s'])}"
             + (f"  NEVER RECOVERED x{row['never_recovered']}" if row["never_recovered"] else "")
+            + (
+                f"  SOME PRODUCER NEVER RECOVERED x{row['not_all_recovered']}"
+                if row.get("not_all_recovered")
+                else ""
+            )
         )
     for kind, count in summary["faults_skipped"].items():
         lines.append(f"    {kind:30s} x{count:<3d} SKIPPED")

@@ -156,7 +156,13 @@ class Workload:
                 if self._stop_producing.is_set():
                     break
                 mid = f"{letter}{worker}-{seq}"
-                fields = {"id": mid, "topic": topic, "bgroup": bgroup, "seq": seq}
+                fields = {
+                    "id": mid,
+                    "topic": topic,
+                    "bgroup": bgroup,
+                    "seq": seq,
+                    "worker": f"{letter}{worker}",
+                }
                 if mgroup:
                     fields["mgroup"] = mgroup
                 body = f"{mid}|{mgroup or ''}|{seq}|".encode().ljust(cfg.body_bytes, b".")
@@ -211,7 +217,13 @@ class Workload:
                 msg.topic = NORMAL_TOPIC
                 msg.body = f"{mid}||{seq}|".encode().ljust(self.config.body_bytes, b".")
                 self.history.append(
-                    INVOKE, "send", process=process, id=mid, topic=NORMAL_TOPIC, seq=seq
+                    INVOKE,
+                    "send",
+                    process=process,
+                    id=mid,
+                    topic=NORMAL_TOPIC,
+                    seq=seq,
+                    worker=f"O{w}",
                 )
                 try:
                     receipt = producer.send(msg)
