@@ -90,3 +90,42 @@ def test_any_truncation_is_detected(body: bytes, cut: int) -> None:
     data = encode(MessageToStore.build("topic", 0, body))
     cut_at = cut % len(data)
     assert record.check_record(data[:cut_at], 0, 4096, 1 << 20).kind is None
+
+
+_text = st.text(  # no separators (below 32), no surrogates
+    alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF), max_size=12
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    user=st.dictionaries(_text.filter(bool), _text, max_size=5),
+    msg_id=_text,
+    keys=st.lists(_text.filter(lambda k: bool(k) and " " not in k), max_size=3),
+    topic=st.text(alphabet="abcdefgh-_%", min_size=1, max_size=20),
+)
+def test_summary_agrees_with_full_decode(
+    user: dict[str, str], msg_id: str, keys: list[str], topic: str
+) -> None:
+    """A slave dispatches what ``summarize`` reads without decoding the body or every
+    property; it must be what a full decode says, whatever the properties hold."""
+    msg = MessageToStore.build(
+        topic, 3, b"body", msg_id=msg_id, keys=tuple(keys), properties=user, tag="t"
+    )
+    data = encode(msg)
+    full = record.decode(data)
+    summary = record.summarize(data)
+    assert summary == (
+        full.topic,
+        full.queue_id,
+        full.queue_offset,
+        full.physical_offset,
+        full.size,
+        full.tags_code,
+        full.msg_id,
+        full.keys,
+    )
+    two = record.encode_properties({"a": "1", "b": "2"}).decode()
+    assert record.property_value(two, "b") == "2"
+    assert record.property_value(two, "a") == "1"
+    assert record.property_value(record.encode_properties({"ab": "1"}).decode(), "b") == ""
