@@ -238,12 +238,14 @@ class MessagingRuntime:
         if prop.TIMER_TOPIC in topics:
             self.timers.wake()
 
-    def after_send(self, messages: Sequence[pb.Message], outcomes: Sequence[SendOutcome]) -> None:
+    def after_send(self, outcomes: Sequence[SendOutcome]) -> None:
+        """Produce metrics, from the outcomes (reading the request's messages again
+        would copy every body out of the protobuf)."""
         per_topic: dict[str, tuple[int, int]] = {}
-        for msg, outcome in zip(messages, outcomes, strict=True):
+        for outcome in outcomes:
             if outcome.code == OK:
-                count, size = per_topic.get(msg.topic.name, (0, 0))
-                per_topic[msg.topic.name] = (count + 1, size + len(msg.body))
+                count, size = per_topic.get(outcome.topic, (0, 0))
+                per_topic[outcome.topic] = (count + 1, size + outcome.size)
         for topic, (count, size) in per_topic.items():
             self.metrics.produced(topic, count, size)
 

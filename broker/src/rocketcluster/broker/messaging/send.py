@@ -63,6 +63,9 @@ class SendOutcome:
     transaction_id: str = ""
     offset: int = 0
     recall_handle: str = ""
+    # For the produce metrics, when stored: the topic the producer named, body bytes.
+    topic: str = ""
+    size: int = 0
 
 
 @dataclass(slots=True)
@@ -70,6 +73,7 @@ class _Prepared:
     msg: pb.Message
     record: MessageToStore
     message_type: int
+    topic: str  # as the producer named it (the record may go to a system topic)
     transaction_id: str = ""
     recall_handle: str = ""
 
@@ -105,6 +109,8 @@ class SendService:
                             item.transaction_id,
                             landed.queue_offset,
                             item.recall_handle,
+                            item.topic,
+                            len(item.record.body),
                         )
                     )
                     continue
@@ -142,6 +148,8 @@ class SendService:
                         p.transaction_id,
                         stored.queue_offset,
                         p.recall_handle,
+                        p.topic,
+                        len(p.record.body),
                     )
             else:
                 code = put_code(result.status)
@@ -198,10 +206,10 @@ class SendService:
             half = self._registry.ensure_system_topic(prop.HALF_TOPIC)
             props = store_properties(msg, message_type, extra)
             record = to_store(msg, half.name, 0, message_type, props)
-            return _Prepared(msg, record, message_type, transaction_id=txn_id)
+            return _Prepared(msg, record, message_type, topic.name, transaction_id=txn_id)
         props = store_properties(msg, message_type)
         return _Prepared(
-            msg, to_store(msg, topic.name, queue_id, message_type, props), message_type
+            msg, to_store(msg, topic.name, queue_id, message_type, props), message_type, topic.name
         )
 
     @staticmethod
@@ -231,15 +239,14 @@ class SendService:
         extra = {prop.DELIVERY_TIMESTAMP: str(deliver_ms)}
         if deliver_ms <= now:  # already due: deliver it right away
             props = store_properties(msg, message_type, extra)
-            return _Prepared(
-                msg, to_store(msg, topic.name, queue_id, message_type, props), message_type
-            )
+            record = to_store(msg, topic.name, queue_id, message_type, props)
+            return _Prepared(msg, record, message_type, topic.name)
         extra |= {prop.REAL_TOPIC: topic.name, prop.REAL_QUEUE_ID: str(queue_id)}
         timer = self._registry.ensure_system_topic(prop.TIMER_TOPIC)
         props = store_properties(msg, message_type, extra)
         record = to_store(msg, timer.name, 0, message_type, props)
         handle = encode_recall_handle(topic.name, msg.system_properties.message_id, deliver_ms)
-        return _Prepared(msg, record, message_type, recall_handle=handle)
+        return _Prepared(msg, record, message_type, topic.name, recall_handle=handle)
 
     @staticmethod
     def _message_type(msg: pb.Message) -> int:

@@ -243,7 +243,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 entry.status.code = o.code
                 entry.status.message = o.message
                 failed += o.code != OK
-            self._rt.after_send(request.messages, outcomes)
+            self._rt.after_send(outcomes)
             if not failed:
                 response.status.code = OK
                 response.status.message = "OK"
