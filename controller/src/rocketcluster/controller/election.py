@@ -152,17 +152,19 @@ def designated_lacks(
     me = ready.get(designated)
     if me is None:
         return f"broker {designated} did not report its final offset after the fencing"
-    for other in sorted(ready.values(), key=_rank):
-        if other.broker_id in (designated, deposed) or other.broker_id not in group.sync_state_set:
-            continue
-        if (other.epoch, other.max_offset) > (me.epoch, me.max_offset):
-            return (
-                f"broker {designated} holds up to offset {me.max_offset} (epoch {me.epoch}), "
-                f"in-sync broker {other.broker_id} up to {other.max_offset} "
-                f"(epoch {other.epoch}): writes acknowledged with {other.broker_id} would be cut"
-            )
-        break  # the newest other slave is not ahead: none is
-    return ""
+    others = [
+        info
+        for b, info in ready.items()
+        if b not in (designated, deposed) and b in group.sync_state_set
+    ]
+    newest = min(others, key=_rank, default=None)
+    if newest is None or (newest.epoch, newest.max_offset) <= (me.epoch, me.max_offset):
+        return ""
+    return (
+        f"broker {designated} holds up to offset {me.max_offset} (epoch {me.epoch}), "
+        f"in-sync broker {newest.broker_id} up to {newest.max_offset} "
+        f"(epoch {newest.epoch}): writes acknowledged with {newest.broker_id} would be cut"
+    )
 
 
 def _short_of_quorum(group: BrokerGroup, alive_members: int, write_quorum: int | None) -> str:

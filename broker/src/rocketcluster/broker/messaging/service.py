@@ -397,7 +397,6 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             topic = request.topic.name
             response = spb.AckMessageResponse()
             add = response.entries.add
-            first_failure: pb.Status | None = None
             failed = 0
             for entry in request.entries:  # built in place: this runs per message
                 handle_text = entry.receipt_handle
@@ -409,11 +408,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 except MessagingError as exc:
                     result.status.CopyFrom(exc.to_status())
                     failed += 1
-                    first_failure = first_failure or result.status
             if not failed:
                 response.status.CopyFrom(OK_STATUS)
-            elif len(response.entries) == 1 and first_failure is not None:
-                response.status.CopyFrom(first_failure)
+            elif len(response.entries) == 1:
+                response.status.CopyFrom(response.entries[0].status)
             else:
                 response.status.CopyFrom(status(Code.MULTIPLE_RESULTS, f"{failed} entries failed"))
             return response

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -266,54 +267,51 @@ class CpuUse:
         }
 
 
+async def _drive(
+    one_call: Callable[[], Awaitable[int]], inflight: int, deadline: float
+) -> tuple[int, int, list[float]]:
+    """``inflight`` loops of ``one_call`` (it returns how many messages it carried, or
+    raises) until ``deadline``: messages, errors and the latency of each call."""
+    latencies: list[float] = []
+    messages = errors = 0
+
+    async def worker() -> None:
+        nonlocal messages, errors
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            try:
+                carried = await one_call()
+            except (grpc.RpcError, ValueError):
+                errors += 1
+                continue
+            latencies.append(time.perf_counter() - started)
+            messages += carried
+
+    await asyncio.gather(*(worker() for _ in range(inflight)))
+    return messages, errors, latencies
+
+
 async def _raw_unary(channel: grpc.aio.Channel, deadline: float) -> tuple[int, int, list[float]]:
     call = channel.unary_unary(RAW_BATCH)
     request = BODY * LEAN_BATCH
     ack = len(request).to_bytes(4, "big")
-    latencies: list[float] = []
-    sent = errors = 0
 
-    async def worker() -> None:
-        nonlocal sent, errors
-        while time.perf_counter() < deadline:
-            started = time.perf_counter()
-            try:
-                answer = await call(request)
-            except grpc.RpcError:
-                errors += 1
-                continue
-            if answer != ack:
-                errors += 1
-                continue
-            latencies.append(time.perf_counter() - started)
-            sent += LEAN_BATCH
+    async def one() -> int:
+        if await call(request) != ack:
+            raise ValueError("the raw Batch answer does not acknowledge the whole request")
+        return LEAN_BATCH
 
-    await asyncio.gather(*(worker() for _ in range(LEAN_INFLIGHT)))
-    return sent, errors, latencies
+    return await _drive(one, LEAN_INFLIGHT, deadline)
 
 
 async def _raw_stream(channel: grpc.aio.Channel, deadline: float) -> tuple[int, int, list[float]]:
     call = channel.unary_stream(RAW_STREAM)
     request = LEAN_BATCH.to_bytes(4, "big")
-    latencies: list[float] = []
-    got = errors = 0
 
-    async def worker() -> None:
-        nonlocal got, errors
-        while time.perf_counter() < deadline:
-            started = time.perf_counter()
-            count = 0
-            try:
-                async for _ in call(request):
-                    count += 1
-            except grpc.RpcError:
-                errors += 1
-                continue
-            latencies.append(time.perf_counter() - started)
-            got += count
+    async def one() -> int:
+        return len([_ async for _ in call(request)])
 
-    await asyncio.gather(*(worker() for _ in range(LEAN_INFLIGHT // 2)))
-    return got, errors, latencies
+    return await _drive(one, LEAN_INFLIGHT // 2, deadline)
 
 
 async def _limit_case(
