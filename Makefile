@@ -37,9 +37,11 @@ lint: setup
 
 generated: setup
 	$(RUN) python -m rocketcluster.api.protogen --check
+	$(RUN) python -m rocketcluster.api.crdgen --check
 
 typecheck: setup
-	$(RUN) mypy api/src broker/src controller/src ctl/src api/tests broker/tests controller/tests ctl/tests e2e/local
+	$(RUN) mypy api/src broker/src controller/src ctl/src operator/src e2e/src \
+	  api/tests broker/tests controller/tests ctl/tests operator/tests e2e/tests e2e/local e2e/k8s
 
 unit: setup
 	$(RUN) pytest $(PYTEST_ARGS)

@@ -12,13 +12,19 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from rocketcluster.api.status import RocketClusterStatus
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 
 API_VERSION = "rocketcluster.io/v1alpha1"
 KIND = "RocketCluster"
+# Lists keyed by name merge item by item under server-side apply.
+LIST_MAP_BY_NAME: dict[str, Any] = {
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["name"],
+}
 
 
 class _Model(BaseModel):
@@ -27,14 +33,35 @@ class _Model(BaseModel):
     )
 
 
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"
+Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
+
+
 class ResourcesSpec(_Model):
-    requests: dict[str, str] = Field(default_factory=dict)
-    limits: dict[str, str] = Field(default_factory=dict)
+    """Container resources, as in a pod spec (``cpu: 500m``, ``memory: 1Gi``)."""
+
+    requests: dict[str, Quantity] = Field(default_factory=dict)
+    limits: dict[str, Quantity] = Field(default_factory=dict)
+
+
+class ClaimRetention(StrEnum):
+    """What happens to a volume when its pod goes for good (Kubernetes' own terms)."""
+
+    RETAIN = "Retain"
+    DELETE = "Delete"
 
 
 class StorageSpec(_Model):
-    size: str = "10Gi"
+    size: Quantity = "10Gi"
     storage_class_name: str | None = None
+    when_deleted: ClaimRetention = Field(
+        default=ClaimRetention.RETAIN,
+        description="the volumes when the RocketCluster is deleted: Retain keeps the data",
+    )
+    when_scaled: ClaimRetention = Field(
+        default=ClaimRetention.RETAIN,
+        description="the volumes of replicas or groups removed by a scale-in",
+    )
 
 
 class ControllerSpec(_Model):
@@ -51,6 +78,10 @@ class ReplicationMode(StrEnum):
 
 
 class ReplicationSpec(_Model):
+    """How a group replicates (RocketMQ 5 controller mode): sync writes wait for
+    ``inSyncReplicas`` acknowledgements; fewer than ``minInSyncReplicas`` in sync refuses
+    writes."""
+
     mode: ReplicationMode = ReplicationMode.SYNC
     in_sync_replicas: int = Field(default=1, ge=1)
     min_in_sync_replicas: int = Field(default=1, ge=1)
@@ -63,7 +94,21 @@ class FlushPolicy(StrEnum):
     ASYNC = "async"
 
 
+_BROKER_RULES: JsonValue = [
+    {
+        "rule": "self.replication.inSyncReplicas <= self.replicas",
+        "message": "replication.inSyncReplicas cannot exceed replicas",
+    },
+    {
+        "rule": "self.replication.minInSyncReplicas <= self.replication.inSyncReplicas",
+        "message": "replication.minInSyncReplicas cannot exceed inSyncReplicas",
+    },
+]
+
+
 class BrokersSpec(_Model):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _BROKER_RULES})
+
     groups: int = Field(default=1, ge=0, le=64)
     replicas: int = Field(default=1, ge=1, le=7)
     storage: StorageSpec = Field(default_factory=StorageSpec)
@@ -73,6 +118,9 @@ class BrokersSpec(_Model):
     max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=1, le=64 * 1024 * 1024)
     retention_hours: float = Field(default=72.0, gt=0)
     auto_create_topics: bool = False
+    termination_grace_period_seconds: int = Field(
+        default=60, ge=1, le=3600, description="time a broker gets to flush and stop"
+    )
 
     @model_validator(mode="after")
     def _replication_fits(self) -> Self:
@@ -135,17 +183,50 @@ class PlacementSpec(_Model):
     zones: list[str] = Field(default_factory=list)
 
 
+class ImagePullPolicy(StrEnum):
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+DEFAULT_IMAGE = "ghcr.io/rocketcluster/rocketcluster:0.1.0"
+
+_CLUSTER_RULES: JsonValue = [
+    {
+        "rule": "self.brokers.replicas == 1 || self.controller.replicas > 0",
+        "message": "replicated broker groups need controllers (controller.replicas 1, 3 or 5)",
+    },
+]
+
+
 class RocketClusterSpec(_Model):
-    image: str = "rocketcluster/broker:latest"
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _CLUSTER_RULES})
+
+    image: str = Field(
+        default=DEFAULT_IMAGE,
+        min_length=1,
+        description="the image of controllers and brokers; changing it rolls the cluster",
+    )
+    image_pull_policy: ImagePullPolicy = ImagePullPolicy.IF_NOT_PRESENT
     controller: ControllerSpec = Field(default_factory=ControllerSpec)
     brokers: BrokersSpec = Field(default_factory=BrokersSpec)
     tiered_storage: TieredStorageSpec = Field(default_factory=TieredStorageSpec)
-    topics: list[TopicSpec] = Field(default_factory=list)
-    consumer_groups: list[ConsumerGroupSpec] = Field(default_factory=list)
+    topics: list[TopicSpec] = Field(default_factory=list, json_schema_extra=LIST_MAP_BY_NAME)
+    consumer_groups: list[ConsumerGroupSpec] = Field(
+        default_factory=list, json_schema_extra=LIST_MAP_BY_NAME
+    )
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
     health_reports: HealthReportsSpec | None = None
     security: SecuritySpec = Field(default_factory=SecuritySpec)
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
+
+    @model_validator(mode="after")
+    def _replicated_needs_controllers(self) -> Self:
+        if self.brokers.replicas > 1 and self.controller.replicas == 0:
+            raise ValueError(
+                "replicated broker groups need controllers (controller.replicas 1, 3 or 5)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _unique_names(self) -> Self:
@@ -160,8 +241,16 @@ class RocketClusterSpec(_Model):
 
 
 class ObjectMeta(_Model):
+    """The part of ``metadata`` a manifest sets; what the API server adds (uid,
+    resourceVersion, …) is ignored."""
+
+    model_config = ConfigDict(
+        extra="ignore", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
     name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
     namespace: str = "default"
+    uid: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
 
@@ -171,6 +260,7 @@ class RocketCluster(_Model):
     kind: Literal["RocketCluster"] = "RocketCluster"
     metadata: ObjectMeta
     spec: RocketClusterSpec = Field(default_factory=RocketClusterSpec)
+    status: RocketClusterStatus | None = None
 
     @property
     def name(self) -> str:

@@ -242,8 +242,10 @@ def _register() -> None:
     from rocketcluster.ctl.admin_cli import COMMANDS
     from rocketcluster.ctl.controller_cli import COMMANDS as CONTROLLER_COMMANDS
     from rocketcluster.ctl.local_cli import local
+    from rocketcluster.ctl.render_cli import render
 
     main.add_command(local)
+    main.add_command(render)
     for command in [*COMMANDS, *CONTROLLER_COMMANDS]:
         main.add_command(command)
 

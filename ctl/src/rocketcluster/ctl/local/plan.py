@@ -15,8 +15,9 @@ from rocketcluster.api.broker_config import (
     HA_PORT,
     BrokerProcessConfig,
 )
-from rocketcluster.api.cluster import ReplicationMode, RocketCluster
+from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
+from rocketcluster.api.process_settings import broker_settings, controller_settings
 
 LOCAL_SEGMENT_SIZE = 64 << 20
 
@@ -172,9 +173,8 @@ def plan_replicated(
 def _broker_settings(
     cluster: RocketCluster, directory: Path, name: str, group: str, host: str
 ) -> dict[str, Any]:
-    spec = cluster.spec
     return {
-        "cluster": cluster.name,
+        **broker_settings(cluster),
         "group": group,
         "broker_id": 0,
         "data_dir": directory / "data" / name,
@@ -183,15 +183,8 @@ def _broker_settings(
         "client_port": CLIENT_PORT,
         "admin_port": ADMIN_PORT,
         "ha_port": HA_PORT,
-        "flush": spec.brokers.flush,
-        "max_message_bytes": spec.brokers.max_message_bytes,
-        "retention_hours": spec.brokers.retention_hours,
-        "auto_create_topics": spec.brokers.auto_create_topics,
-        "replication": spec.brokers.replication,
         # Segments are preallocated: a laptop running many brokers wants smaller ones.
         "segment_size": LOCAL_SEGMENT_SIZE,
-        "topics": spec.topics,
-        "consumer_groups": spec.consumer_groups,
     }
 
 
@@ -225,13 +218,11 @@ def plan_controllers(
     for i, host in enumerate(hosts):
         name = f"{cluster.name}-controller-{i}"
         settings: dict[str, Any] = {
-            "cluster": cluster.name,
+            **controller_settings(cluster),
             "node_id": i + 1,
             "members": members,
             "data_dir": directory / "data" / name,
             "bind_host": host,
-            "unclean_election": cluster.spec.brokers.replication.unclean_election,
-            "write_quorum": write_quorum(cluster),
         }
         settings.update(overrides or {})
         plans.append(
@@ -246,15 +237,6 @@ def plan_controllers(
             )
         )
     return plans
-
-
-def write_quorum(cluster: RocketCluster) -> int | None:
-    """How many in-sync replicas acknowledge a write, when fewer than all of them do
-    (the controllers need it to elect only a replica that has every acknowledged write)."""
-    replication = cluster.spec.brokers.replication
-    if replication.mode is not ReplicationMode.SYNC or replication.all_ack_in_sync_state_set:
-        return None
-    return replication.in_sync_replicas
 
 
 def plan_standalone(

@@ -1,0 +1,335 @@
+"""CustomResourceDefinitions generated from the pydantic models (committed in
+``crds/``; CI fails when they are stale).
+
+The models are the one source of truth; this turns their JSON schema into the
+*structural* OpenAPI v3 schema Kubernetes requires: no ``$ref`` (definitions are
+inlined), no ``anyOf`` with null (``nullable``), no ``additionalProperties: false``
+(the API server prunes or, with strict field validation, refuses unknown fields),
+every default written out — including those of nested models made by a default
+factory — so the API server fills in what the operator will assume, and the
+cross-field rules as CEL ``x-kubernetes-validations``.
+
+``python -m rocketcluster.api.crdgen [--check]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic
+from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.kube import GROUP, VERSION
+from rocketcluster.api.status import CatalogueStatus, RocketClusterStatus
+
+REPO_ROOT = Path(__file__).resolve().parents[4]
+CRD_DIR = REPO_ROOT / "crds"
+
+_DROP = {"title", "additionalProperties", "$defs", "discriminator"}
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str
+    plural: str
+    short_names: tuple[str, ...]
+    model: type[BaseModel]
+    status: type[BaseModel]
+    columns: tuple[dict[str, Any], ...]
+    description: str
+
+    @property
+    def filename(self) -> str:
+        return f"{GROUP}_{self.plural}.yaml"
+
+
+def _age() -> dict[str, Any]:
+    return {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def _ready() -> dict[str, Any]:
+    return {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+    }
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource(
+        kind="RocketCluster",
+        plural="rocketclusters",
+        short_names=("rkc",),
+        model=RocketCluster,
+        status=RocketClusterStatus,
+        columns=(
+            _ready(),
+            {"name": "Masters", "type": "string", "jsonPath": ".status.masters"},
+            {"name": "Groups", "type": "integer", "jsonPath": ".spec.brokers.groups"},
+            {"name": "Replicas", "type": "integer", "jsonPath": ".spec.brokers.replicas"},
+            {
+                "name": "Operation",
+                "type": "string",
+                "jsonPath": ".status.operation",
+                "priority": 1,
+            },
+            _age(),
+        ),
+        description="A RocketMQ-style messaging cluster: controllers and broker groups.",
+    ),
+    Resource(
+        kind="RocketTopic",
+        plural="rockettopics",
+        short_names=("rkt",),
+        model=RocketTopic,
+        status=CatalogueStatus,
+        columns=(
+            {"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"},
+            {"name": "Topic", "type": "string", "jsonPath": ".status.name"},
+            {"name": "Queues", "type": "integer", "jsonPath": ".spec.queues"},
+            {"name": "Type", "type": "string", "jsonPath": ".spec.messageType"},
+            _ready(),
+            _age(),
+        ),
+        description="A topic of a RocketCluster, managed as a resource.",
+    ),
+    Resource(
+        kind="RocketConsumerGroup",
+        plural="rocketconsumergroups",
+        short_names=("rkg",),
+        model=RocketConsumerGroup,
+        status=CatalogueStatus,
+        columns=(
+            {"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"},
+            {"name": "Group", "type": "string", "jsonPath": ".status.name"},
+            {"name": "FIFO", "type": "boolean", "jsonPath": ".spec.fifo"},
+            _ready(),
+            _age(),
+        ),
+        description="A consumer group of a RocketCluster, managed as a resource.",
+    ),
+)
+
+
+# -- defaults made by factories --------------------------------------------------------
+
+
+def _models(root: type[BaseModel]) -> Iterator[type[BaseModel]]:
+    """``root`` and every model reachable from its fields."""
+    seen: set[type[BaseModel]] = set()
+    stack = [root]
+    while stack:
+        model = stack.pop()
+        if model in seen:
+            continue
+        seen.add(model)
+        yield model
+        for field in model.model_fields.values():
+            stack.extend(_nested(field.annotation))
+
+
+def _nested(annotation: Any) -> Iterator[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    for arg in typing.get_args(annotation):
+        yield from _nested(arg)
+
+
+def _factory_defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """Field alias -> the JSON of the default its factory makes."""
+    out: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        factory = field.default_factory
+        if factory is None or field.default is not PydanticUndefined:
+            continue
+        value = factory()  # type: ignore[call-arg]
+        alias = field.alias or name
+        if isinstance(value, BaseModel):
+            out[alias] = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+        else:
+            out[alias] = value
+    return out
+
+
+# -- JSON schema -> structural schema ----------------------------------------------------
+
+
+def structural(model: type[BaseModel]) -> dict[str, Any]:
+    """The structural OpenAPI v3 schema of ``model`` (see the module docstring)."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.get("$defs", {})
+    defaults = {m.__name__: _factory_defaults(m) for m in _models(model)}
+    return _convert(raw, defs, defaults, model.__name__)
+
+
+def _convert(
+    node: dict[str, Any], defs: dict[str, Any], defaults: dict[str, dict[str, Any]], name: str
+) -> dict[str, Any]:
+    if "$ref" in node:
+        ref = node["$ref"].rsplit("/", 1)[-1]
+        extra = {k: v for k, v in node.items() if k != "$ref"}
+        return _convert({**defs[ref], **extra}, defs, defaults, ref)
+    any_of = node.get("anyOf")
+    if any_of is not None:
+        options = [o for o in any_of if o.get("type") != "null"]
+        rest = {k: v for k, v in node.items() if k != "anyOf"}
+        if len(options) != 1:
+            raise ValueError(f"{name}: unions other than X | None are not structural")
+        out = _convert({**options[0], **rest}, defs, defaults, name)
+        if len(options) != len(any_of):
+            out["nullable"] = True
+            if out.get("default", 0) is None:
+                del out["default"]
+        return out
+    out = {k: v for k, v in node.items() if k not in _DROP}
+    if "const" in out:
+        out["enum"] = [out.pop("const")]
+    if "exclusiveMinimum" in out and not isinstance(out["exclusiveMinimum"], bool):
+        out["minimum"] = out["exclusiveMinimum"]
+        out["exclusiveMinimum"] = True
+    if "enum" in out and "type" not in out:
+        out["type"] = "string" if all(isinstance(v, str) for v in out["enum"]) else "integer"
+    properties = node.get("properties")
+    if properties is not None:
+        factory = defaults.get(name, {})
+        out["type"] = "object"
+        out["properties"] = {}
+        for key, prop in properties.items():
+            converted = _convert(prop, defs, defaults, f"{name}.{key}")
+            if key in factory and "default" not in converted:
+                converted["default"] = factory[key]
+            out["properties"][key] = converted
+    elif node.get("type") == "object":
+        values = node.get("additionalProperties")
+        if isinstance(values, dict) and values:
+            out["additionalProperties"] = _convert(values, defs, defaults, name)
+        else:
+            out["x-kubernetes-preserve-unknown-fields"] = True
+    if "items" in node:
+        out["items"] = _convert(node["items"], defs, defaults, name)
+    if "type" not in out:
+        raise ValueError(f"{name}: no type in {node}")
+    if "description" in out:
+        out["description"] = " ".join(out["description"].replace("``", "").split())
+    first = ("type", "description")
+    return {k: out[k] for k in first if k in out} | {k: v for k, v in out.items() if k not in first}
+
+
+def custom_resource_definition(resource: Resource) -> dict[str, Any]:
+    spec_field = resource.model.model_fields["spec"].annotation
+    assert isinstance(spec_field, type) and issubclass(spec_field, BaseModel)
+    spec = structural(spec_field)
+    spec["description"] = spec.get("description") or f"The desired {resource.kind}."
+    status = structural(resource.status)
+    status["description"] = "What the operator observed, written by it alone."
+    schema = {
+        "type": "object",
+        "description": resource.description,
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{resource.plural}.{GROUP}",
+            "labels": {"app.kubernetes.io/part-of": "rocketcluster"},
+        },
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": resource.kind,
+                "listKind": f"{resource.kind}List",
+                "plural": resource.plural,
+                "singular": resource.kind.lower(),
+                "shortNames": list(resource.short_names),
+                "categories": ["rocketcluster"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": list(resource.columns),
+                }
+            ],
+        },
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block YAML without anchors: each CRD reads on its own."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def render_files() -> dict[str, str]:
+    """File name -> YAML text of every CRD."""
+    header = "# Generated from the rocketcluster.api models: python -m rocketcluster.api.crdgen\n"
+    return {
+        r.filename: header
+        + yaml.dump(custom_resource_definition(r), Dumper=_Dumper, sort_keys=False, width=100)
+        for r in RESOURCES
+    }
+
+
+def schema_of(kind: str) -> dict[str, Any]:
+    """The openAPIV3Schema of ``kind`` (for validating custom resources in tests)."""
+    for resource in RESOURCES:
+        if resource.kind == kind:
+            crd = custom_resource_definition(resource)
+            schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            return schema
+    raise KeyError(f"no custom resource {kind!r}")
+
+
+def write(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in render_files().items():
+        path = directory / name
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Generate crds/ from the API models.")
+    parser.add_argument("--check", action="store_true", help="fail if crds/ is stale")
+    parser.add_argument("--out", type=Path, default=CRD_DIR)
+    args = parser.parse_args()
+    if not args.check:
+        for path in write(args.out):
+            print(f"generated {path}")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = {p.name: p.read_text() for p in write(Path(tmp))}
+    present = {p.name: p.read_text() for p in args.out.glob("*.yaml")} if args.out.exists() else {}
+    stale = sorted(n for n in fresh.keys() | present.keys() if fresh.get(n) != present.get(n))
+    if stale:
+        sys.exit(f"crds/ is stale ({', '.join(stale)}); run python -m rocketcluster.api.crdgen")
+    print("CRDs are current")
+
+
+if __name__ == "__main__":
+    main()

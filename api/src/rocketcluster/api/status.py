@@ -1,0 +1,104 @@
+"""Status of the custom resources, as the operator writes it: the conditions people
+and tools read (Ready, Progressing, Degraded, Warning reasons), and what the
+controllers say about every broker group."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class _Status(BaseModel):
+    model_config = ConfigDict(
+        extra="ignore", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+
+class ConditionType(StrEnum):
+    READY = "Ready"
+    PROGRESSING = "Progressing"
+    DEGRADED = "Degraded"
+    WARNING = "Warning"
+
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+class Condition(_Status):
+    """One condition, shaped like Kubernetes' own ``metav1.Condition``."""
+
+    type: str
+    status: ConditionStatus
+    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)
+    message: str = ""
+    last_transition_time: str = ""
+    observed_generation: int | None = None
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def merge_conditions(old: list[Condition], new: list[Condition], at: str) -> list[Condition]:
+    """``new`` conditions, keeping each one's lastTransitionTime while its status
+    stays the same (so the time says when it last changed, as kubectl shows it)."""
+    previous = {c.type: c for c in old}
+    merged = []
+    for cond in new:
+        before = previous.get(cond.type)
+        when = before.last_transition_time if before and before.status == cond.status else at
+        merged.append(cond.model_copy(update={"last_transition_time": when or at}))
+    return merged
+
+
+class ControllerMemberStatus(_Status):
+    id: int
+    name: str
+    ready: bool = False
+    leader: bool = False
+
+
+class ControllerStatus(_Status):
+    members: list[ControllerMemberStatus] = Field(default_factory=list)
+    leader: int | None = None
+    term: int | None = None
+
+
+class GroupStatus(_Status):
+    """A broker group as the controllers and the API server see it."""
+
+    name: str
+    replicas: int = 0
+    ready_replicas: int = 0
+    master: str | None = Field(default=None, description="the master's pod")
+    master_broker_id: int | None = None
+    master_epoch: int | None = None
+    sync_state_set: list[str] = Field(default_factory=list, description="pods in the SyncStateSet")
+    sync_state_set_epoch: int | None = None
+    writable: bool = True
+    endpoint: str = ""
+
+
+class RocketClusterStatus(_Status):
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    masters: str = Field(default="", description="groups with a master / groups, e.g. 2/2")
+    controller: ControllerStatus | None = None
+    groups: list[GroupStatus] = Field(default_factory=list)
+    client_endpoints: str = Field(
+        default="", description="what a ClientConfiguration takes, ';'-separated"
+    )
+    image: str = ""
+    operation: str = Field(default="", description="what the operator is doing now")
+
+
+class CatalogueStatus(_Status):
+    """Status of a RocketTopic or RocketConsumerGroup."""
+
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    name: str = Field(default="", description="the name on the cluster")

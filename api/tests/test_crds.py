@@ -1,0 +1,169 @@
+"""The CRDs: generated from the models and current, structural, valid CRD objects
+for the Kubernetes versions we support, and in agreement with the models on every
+example manifest — the valid ones accepted, the invalid ones refused by both."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import celpy
+from celpy.adapter import json_to_cel
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic
+from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.crdgen import CRD_DIR, RESOURCES, custom_resource_definition, render_files
+
+REPO = Path(__file__).resolve().parents[2]
+INVALID = Path(__file__).parent / "manifests" / "invalid"
+MODELS: dict[str, Any] = {
+    "RocketCluster": RocketCluster,
+    "RocketTopic": RocketTopic,
+    "RocketConsumerGroup": RocketConsumerGroup,
+}
+OLDEST, NEWEST = "1.27.0", "1.37.0"
+
+
+def _documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _strict(schema: dict[str, Any]) -> dict[str, Any]:
+    """The structural schema as a strict API server applies it: unknown fields
+    refused (``fieldValidation=Strict``, kubectl's default), ``nullable`` honoured."""
+    out = copy.deepcopy(schema)
+    for key in ("x-kubernetes-validations", "x-kubernetes-list-type", "x-kubernetes-list-map-keys"):
+        out.pop(key, None)
+    if out.pop("nullable", False):
+        out["type"] = [out["type"], "null"]
+    if "properties" in out:
+        out["properties"] = {k: _strict(v) for k, v in out["properties"].items()}
+        if not out.pop("x-kubernetes-preserve-unknown-fields", False):
+            out["additionalProperties"] = False
+    if isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = _strict(out["additionalProperties"])
+    if "items" in out:
+        out["items"] = _strict(out["items"])
+    return out
+
+
+def _with_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """Apply the schema's defaults to ``value`` as the API server does before CEL rules
+    run."""
+    if not isinstance(value, dict) or "properties" not in schema:
+        return value
+    out = dict(value)
+    for key, sub in schema["properties"].items():
+        if key not in out and "default" in sub:
+            out[key] = copy.deepcopy(sub["default"])
+        if key in out:
+            out[key] = _with_defaults(sub, out[key])
+    return out
+
+
+def _cel_problems(schema: dict[str, Any], value: Any, path: str = "") -> list[str]:
+    problems = []
+    env = celpy.Environment()
+    for rule in schema.get("x-kubernetes-validations", []):
+        program = env.program(env.compile(rule["rule"]))
+        if not program.evaluate({"self": json_to_cel(value)}):
+            problems.append(f"{path or '<root>'}: {rule['message']}")
+    if isinstance(value, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                problems += _cel_problems(sub, value[key], f"{path}.{key}")
+    return problems
+
+
+def crd_problems(obj: dict[str, Any]) -> list[str]:
+    """What an API server with this CRD installed says about ``obj`` (empty: accepted)."""
+    resource = next(r for r in RESOURCES if r.kind == obj["kind"])
+    crd = custom_resource_definition(resource)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    validator = jsonschema.Draft7Validator(_strict(schema))
+    problems = [
+        f"{'.'.join(str(p) for p in err.absolute_path)}: {err.message}"
+        for err in validator.iter_errors(obj)
+    ]
+    if problems:
+        return problems
+    return _cel_problems(schema, _with_defaults(schema, obj))
+
+
+def test_committed_crds_are_current() -> None:
+    fresh = render_files()
+    present = {p.name: p.read_text() for p in CRD_DIR.glob("*.yaml")}
+    assert present == fresh, "crds/ is stale: run python -m rocketcluster.api.crdgen"
+
+
+@pytest.mark.parametrize("version", [OLDEST, NEWEST])
+@pytest.mark.parametrize("resource", RESOURCES, ids=lambda r: r.kind)
+def test_crds_are_valid_crd_objects(resource: Any, version: str) -> None:
+    kubernetes_validate.validate(custom_resource_definition(resource), version, strict=True)
+
+
+def test_crd_schemas_are_structural() -> None:
+    """Every node has a type; no $ref, anyOf or additionalProperties: false."""
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        assert "type" in node, f"{path} has no type"
+        assert not {"$ref", "anyOf", "oneOf", "allOf"} & node.keys(), path
+        assert node.get("additionalProperties") is not False, path
+        assert not ("properties" in node and "additionalProperties" in node), path
+        for key, sub in node.get("properties", {}).items():
+            walk(sub, f"{path}.{key}")
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], f"{path}.*")
+        if "items" in node:
+            walk(node["items"], f"{path}[]")
+
+    for resource in RESOURCES:
+        crd = custom_resource_definition(resource)
+        walk(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], resource.kind)
+
+
+def test_defaults_of_nested_models_are_written_out() -> None:
+    """The API server fills in what the models would: the controller's volume is 1Gi,
+    not the broker volume's 10Gi default."""
+    schema = custom_resource_definition(RESOURCES[0])["spec"]["versions"][0]["schema"]
+    spec = schema["openAPIV3Schema"]["properties"]["spec"]
+    defaulted = _with_defaults(spec, {})
+    model = RocketCluster.model_validate({"metadata": {"name": "x"}})
+    assert defaulted["controller"] == model.spec.controller.model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    assert defaulted["brokers"]["storage"]["size"] == "10Gi"
+    assert defaulted["controller"]["storage"]["size"] == "1Gi"
+
+
+EXAMPLES = sorted(
+    (path, i) for path in (REPO / "examples").glob("*.yaml") for i, _ in enumerate(_documents(path))
+)
+
+
+@pytest.mark.parametrize(("path", "index"), EXAMPLES, ids=lambda v: getattr(v, "name", str(v)))
+def test_every_example_is_accepted_by_crd_and_model(path: Path, index: int) -> None:
+    obj = _documents(path)[index]
+    assert crd_problems(obj) == []
+    MODELS[obj["kind"]].model_validate(obj)
+
+
+@pytest.mark.parametrize("path", sorted(INVALID.glob("*.yaml")), ids=lambda p: p.name)
+def test_invalid_manifests_are_refused_by_crd_and_model(path: Path) -> None:
+    (obj,) = _documents(path)
+    assert crd_problems(obj), f"the CRD accepted {path.name}"
+    with pytest.raises(ValidationError):
+        MODELS[obj["kind"]].model_validate(obj)
+
+
+def test_the_validator_names_the_field() -> None:
+    problems = crd_problems(_documents(INVALID / "unknown-field.yaml")[0])
+    assert any("replica" in p for p in problems), problems
+    problems = crd_problems(_documents(INVALID / "min-in-sync-above-replicas.yaml")[0])
+    assert problems == [".spec.brokers: replication.minInSyncReplicas cannot exceed inSyncReplicas"]

@@ -1,0 +1,1 @@
+"""Test support for the cross-component suites (never shipped in an image)."""

@@ -1,0 +1,1 @@
+"""rocketcluster operator: renders a RocketCluster into Kubernetes objects and runs it."""

@@ -1,0 +1,287 @@
+"""Broker groups: one StatefulSet per group (OnDelete — only the operator's roller
+replaces pods, in its order), a headless Service that names every replica, a client
+Service that selects whichever pod is master (each broker labels its own pod), a
+ConfigMap with one config file per replica, and a PodDisruptionBudget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rocketcluster.api import kube
+from rocketcluster.api.broker_config import (
+    ADMIN_PORT,
+    CLIENT_PORT,
+    HA_PORT,
+    BrokerProcessConfig,
+)
+from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.process_settings import broker_settings
+from rocketcluster.operator.render import pods
+from rocketcluster.operator.render.controllers import member_addresses
+from rocketcluster.operator.render.hashing import pod_hash
+from rocketcluster.operator.render.meta import K8sObject, metadata, selector_labels
+
+COMPONENT = kube.COMPONENT_BROKER
+PORTS = {"client": CLIENT_PORT, "ha": HA_PORT, "admin": ADMIN_PORT}
+# Settings a broker takes from the controllers' catalogue once it runs: a change to
+# them alone needs no restart (the files only bootstrap a fresh broker).
+HOT_SETTINGS = ("routeGroups", "topics", "consumerGroups")
+
+
+def service_account_name(cluster: RocketCluster) -> str:
+    return f"{cluster.name}-broker"
+
+
+def group_names(cluster: RocketCluster) -> list[str]:
+    return [kube.broker_group_name(cluster.name, g) for g in range(cluster.spec.brokers.groups)]
+
+
+def pod_names(group: str, replicas: int) -> list[str]:
+    return [kube.broker_pod_name(group, r) for r in range(replicas)]
+
+
+def client_endpoint(cluster: RocketCluster, group: str) -> str:
+    """The group's endpoint for clients: its Service, which follows the master."""
+    return f"{kube.service_host(group, cluster.metadata.namespace)}:{CLIENT_PORT}"
+
+
+def client_endpoints(cluster: RocketCluster) -> str:
+    return ";".join(client_endpoint(cluster, g) for g in group_names(cluster))
+
+
+def group_selector(cluster: RocketCluster, group: str) -> dict[str, str]:
+    return selector_labels(cluster, COMPONENT, **{kube.LABEL_GROUP: group})
+
+
+def process_config(cluster: RocketCluster, group: str, replica: int) -> BrokerProcessConfig:
+    ns = cluster.metadata.namespace
+    pod = kube.broker_pod_name(group, replica)
+    replicated = cluster.spec.controller.replicas > 0
+    settings: dict[str, Any] = {
+        **broker_settings(cluster),
+        "group": group,
+        "broker_id": replica + 1 if replicated else 0,
+        "data_dir": Path(kube.DATA_DIR),
+        "bind_host": "0.0.0.0",
+        "advertised_host": kube.pod_host(pod, kube.headless_service_name(group), ns),
+        "group_endpoint": client_endpoint(cluster, group),
+        "route_groups": {g: client_endpoint(cluster, g) for g in group_names(cluster)},
+        "controllers": member_addresses(cluster) if replicated else [],
+    }
+    if replicated and "label_pod_role" in BrokerProcessConfig.model_fields:  # TODO(op): drop guard
+        settings["label_pod_role"] = True
+    return BrokerProcessConfig.model_validate(settings)
+
+
+def shared_settings(cluster: RocketCluster, group: str) -> dict[str, Any]:
+    """What every replica's config holds alike and reads only at start (the pod hash
+    covers these): replica 0's file without its own identity and the hot settings."""
+    data = process_config(cluster, group, 0).model_dump(mode="json", by_alias=True)
+    for key in (*HOT_SETTINGS, "brokerId", "advertisedHost"):
+        data.pop(key, None)
+    return data
+
+
+def config_map(cluster: RocketCluster, group: str) -> K8sObject:
+    replicas = cluster.spec.brokers.replicas
+    data = {
+        f"{pod}.json": process_config(cluster, group, r).model_dump_json(by_alias=True, indent=2)
+        for r, pod in enumerate(pod_names(group, replicas))
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(
+            cluster, kube.broker_config_name(group), COMPONENT, extra_labels=_group(group)
+        ),
+        "data": data,
+    }
+
+
+def _group(group: str) -> dict[str, str]:
+    return {kube.LABEL_GROUP: group}
+
+
+def headless_service(cluster: RocketCluster, group: str) -> K8sObject:
+    """One DNS name per replica, published before readiness: replicas find their
+    master (and the controllers find them) while they catch up."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(
+            cluster, kube.headless_service_name(group), COMPONENT, extra_labels=_group(group)
+        ),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": group_selector(cluster, group),
+            "ports": [
+                {"name": p, "port": port, "targetPort": p, "protocol": "TCP"}
+                for p, port in PORTS.items()
+            ],
+        },
+    }
+
+
+def client_service(cluster: RocketCluster, group: str) -> K8sObject:
+    """What the official clients connect to: always the group's current master (a
+    standalone group has one broker, which is its master)."""
+    selector = group_selector(cluster, group)
+    if cluster.spec.controller.replicas > 0:
+        selector[kube.LABEL_ROLE] = kube.ROLE_MASTER
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(cluster, group, COMPONENT, extra_labels=_group(group)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector,
+            "ports": [
+                {
+                    "name": "client",
+                    "port": CLIENT_PORT,
+                    "targetPort": "client",
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
+
+
+def statefulset(cluster: RocketCluster, group: str) -> K8sObject:
+    brokers = cluster.spec.brokers
+    selector = group_selector(cluster, group)
+    spec = pods.pod_spec(
+        cluster,
+        pods.container(
+            cluster,
+            "broker",
+            ["rocketcluster-broker", "--config", f"{kube.CONFIG_DIR}/$({kube.ENV_POD_NAME}).json"],
+            PORTS,
+            brokers.resources,
+        ),
+        service_account=service_account_name(cluster),
+        automount_token=cluster.spec.controller.replicas > 0,
+        selector=selector,
+        grace_seconds=brokers.termination_grace_period_seconds,
+        data_volume=None,
+        config_map=kube.broker_config_name(group),
+    )
+    annotations = {
+        kube.ANNOTATION_POD_HASH: pod_hash(spec, shared_settings(cluster, group)),
+        **pods.scrape_annotations(),
+    }
+    storage = brokers.storage
+    claim_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": storage.size}},
+    }
+    if storage.storage_class_name:
+        claim_spec["storageClassName"] = storage.storage_class_name
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": metadata(cluster, group, COMPONENT, extra_labels=_group(group)),
+        "spec": {
+            "replicas": brokers.replicas,
+            "serviceName": kube.headless_service_name(group),
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "revisionHistoryLimit": 3,
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenDeleted": storage.when_deleted.value,
+                "whenScaled": storage.when_scaled.value,
+            },
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": dict(selector), "annotations": annotations},
+                "spec": spec,
+            },
+            "volumeClaimTemplates": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "data", "labels": dict(selector)},
+                    "spec": claim_spec,
+                }
+            ],
+        },
+    }
+
+
+def disruption_budget(cluster: RocketCluster, group: str) -> K8sObject:
+    """One replica of a group at a time; the roller keeps minInSyncReplicas itself."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(cluster, group, COMPONENT, extra_labels=_group(group)),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": group_selector(cluster, group)},
+        },
+    }
+
+
+def pod_label_rbac(cluster: RocketCluster) -> list[K8sObject]:
+    """Least privilege for the role label: get and patch exactly the broker pods of
+    this cluster, nothing else."""
+    name = service_account_name(cluster)
+    pods_of_cluster = [
+        pod
+        for group in group_names(cluster)
+        for pod in pod_names(group, cluster.spec.brokers.replicas)
+    ]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": metadata(cluster, name, COMPONENT),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": metadata(cluster, f"{name}-pod-label", COMPONENT),
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods"],
+                    "resourceNames": pods_of_cluster,
+                    "verbs": ["get", "patch"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": metadata(cluster, f"{name}-pod-label", COMPONENT),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": f"{name}-pod-label",
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": name, "namespace": cluster.metadata.namespace}
+            ],
+        },
+    ]
+
+
+def render_group(cluster: RocketCluster, group: str) -> list[K8sObject]:
+    return [
+        config_map(cluster, group),
+        headless_service(cluster, group),
+        client_service(cluster, group),
+        statefulset(cluster, group),
+        disruption_budget(cluster, group),
+    ]
+
+
+def render(cluster: RocketCluster) -> list[K8sObject]:
+    groups = group_names(cluster)
+    if not groups:
+        return []
+    objects = pod_label_rbac(cluster)
+    for group in groups:
+        objects += render_group(cluster, group)
+    return objects

@@ -1,0 +1,25 @@
+"""Every object of a RocketCluster, in the order they are applied: identities and
+configuration before the workloads that use them."""
+
+from __future__ import annotations
+
+from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.operator.render import brokers, controllers
+from rocketcluster.operator.render.meta import K8sObject
+
+APPLY_ORDER = (
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "ConfigMap",
+    "PersistentVolumeClaim",
+    "Service",
+    "Deployment",
+    "StatefulSet",
+    "PodDisruptionBudget",
+)
+
+
+def render_cluster(cluster: RocketCluster) -> list[K8sObject]:
+    objects = controllers.render(cluster) + brokers.render(cluster)
+    return sorted(objects, key=lambda o: APPLY_ORDER.index(o["kind"]))

@@ -1,0 +1,78 @@
+"""Labels, selectors and owner references shared by every rendered object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rocketcluster.api import kube
+from rocketcluster.api.cluster import RocketCluster
+
+K8sObject = dict[str, Any]
+
+
+def selector_labels(cluster: RocketCluster, component: str, **extra: str) -> dict[str, str]:
+    """The labels a workload selects its pods by: never the role label, which the
+    brokers change on their own pods (a pod must never fall out of its StatefulSet)."""
+    return {
+        kube.LABEL_NAME: "rocketcluster",
+        kube.LABEL_INSTANCE: cluster.name,
+        kube.LABEL_COMPONENT: component,
+        kube.LABEL_CLUSTER: cluster.name,
+        **extra,
+    }
+
+
+def labels(cluster: RocketCluster, component: str, **extra: str) -> dict[str, str]:
+    return {
+        **selector_labels(cluster, component, **extra),
+        kube.LABEL_MANAGED_BY: kube.MANAGER,
+        kube.LABEL_PART_OF: "rocketcluster",
+        kube.LABEL_VERSION: image_tag(cluster.spec.image),
+    }
+
+
+def image_tag(image: str) -> str:
+    """The tag of an image reference, as a label value (``latest`` when none)."""
+    name, _, digest = image.partition("@")
+    if digest:
+        return digest.partition(":")[2][:63] or "unknown"
+    last = name.rsplit("/", 1)[-1]
+    return last.partition(":")[2][:63] or "latest"
+
+
+def owner_reference(cluster: RocketCluster) -> dict[str, Any] | None:
+    """The RocketCluster as owner (garbage collection deletes what it owns), when its
+    uid is known — not for ``rocketctl render`` of a file."""
+    uid = cluster.metadata.uid
+    if not uid:
+        return None
+    return {
+        "apiVersion": kube.API_VERSION,
+        "kind": "RocketCluster",
+        "name": cluster.name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def metadata(
+    cluster: RocketCluster,
+    name: str,
+    component: str,
+    *,
+    owned: bool = True,
+    extra_labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": cluster.metadata.namespace,
+        "labels": labels(cluster, component, **(extra_labels or {})),
+    }
+    if annotations:
+        meta["annotations"] = annotations
+    owner = owner_reference(cluster) if owned else None
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    return meta
