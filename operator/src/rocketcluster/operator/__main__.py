@@ -1,0 +1,3 @@
+from rocketcluster.operator.main import main
+
+main()

@@ -1,0 +1,141 @@
+"""RocketTopic and RocketConsumerGroup: each puts one entry into its cluster's
+catalogue on the controllers (which every broker group serves from), and takes it
+out when deleted. Status says whether the cluster has it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from rocketcluster.api import kube
+from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic
+from rocketcluster.api.status import (
+    CatalogueStatus,
+    Condition,
+    merge_conditions,
+    now_rfc3339,
+)
+from rocketcluster.operator.admin import AdminError, ControllerAdmin
+from rocketcluster.operator.kube.apply import Applier
+from rocketcluster.operator.kube.client import KubeClient
+
+
+class CatalogueRefused(ValueError):
+    """The resource can never be put as it is (a person must change it)."""
+
+
+class CatalogueWaiting(AdminError):
+    """Not yet: the cluster or its controllers are not there (retried)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    collection: str  # the controller admin API's collection
+    name: str
+    body: dict[str, Any]
+    cluster: str
+
+
+def entry_of(body: dict[str, Any]) -> Entry:
+    meta = {"name": body["metadata"]["name"], "namespace": body["metadata"].get("namespace")}
+    data = {"metadata": meta, "spec": body.get("spec") or {}}
+    try:
+        if body["kind"] == "RocketTopic":
+            resource = RocketTopic.model_validate(data)
+            topic = resource.topic()
+            return Entry("topics", topic.name, _json(topic), resource.spec.cluster)
+        group_resource = RocketConsumerGroup.model_validate(data)
+        group = group_resource.consumer_group()
+        return Entry("consumer-groups", group.name, _json(group), group_resource.spec.cluster)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise CatalogueRefused(f"{body['kind']} {meta['name']}: {problems}") from exc
+
+
+def _json(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True)
+
+
+class CatalogueReconciler:
+    def __init__(self, client: KubeClient, applier: Applier, http: httpx.AsyncClient) -> None:
+        self._client = client
+        self._applier = applier
+        self._http = http
+
+    async def _admin(self, namespace: str, cluster: str) -> ControllerAdmin:
+        if await self._client.get(kube.API_VERSION, "RocketCluster", namespace, cluster) is None:
+            raise CatalogueWaiting(f"RocketCluster {namespace}/{cluster} does not exist")
+        pods = await self._client.list(
+            "v1",
+            "Pod",
+            namespace,
+            {kube.LABEL_CLUSTER: cluster, kube.LABEL_COMPONENT: kube.COMPONENT_CONTROLLER},
+        )
+        members: dict[int, str] = {}
+        for pod in pods:
+            name = (pod["metadata"].get("labels") or {}).get(kube.LABEL_MEMBER, "")
+            ip = (pod.get("status") or {}).get("podIP")
+            if ip and name.rsplit("-", 1)[-1].isdigit():
+                members[int(name.rsplit("-", 1)[-1]) + 1] = ip
+        if not members:
+            raise CatalogueWaiting(f"the controllers of {cluster} are not running yet")
+        return ControllerAdmin(self._http, members)
+
+    async def put(self, body: dict[str, Any]) -> None:
+        try:
+            entry = entry_of(body)
+        except CatalogueRefused as exc:
+            await self._status(body, "", False, "InvalidSpec", str(exc))
+            raise
+        namespace = body["metadata"]["namespace"]
+        try:
+            admin = await self._admin(namespace, entry.cluster)
+            await admin.put(entry.collection, entry.name, entry.body)
+            previous = (body.get("status") or {}).get("name")
+            if previous and previous != entry.name:
+                await admin.delete(entry.collection, previous)
+        except AdminError as exc:
+            refused = 400 <= exc.status < 500 and exc.status != 421
+            reason = "Refused" if refused else "ClusterUnavailable"
+            await self._status(body, entry.name, False, reason, str(exc.detail or exc))
+            if refused:
+                raise CatalogueRefused(str(exc.detail or exc)) from exc
+            raise
+        await self._status(body, entry.name, True, "InCatalogue", f"served by {entry.cluster}")
+
+    async def delete(self, body: dict[str, Any]) -> None:
+        try:
+            entry = entry_of(body)
+        except CatalogueRefused:
+            return  # never put
+        name = (body.get("status") or {}).get("name") or entry.name
+        try:
+            admin = await self._admin(body["metadata"]["namespace"], entry.cluster)
+        except CatalogueWaiting:
+            return  # the cluster is gone, and its catalogue with it
+        await admin.delete(entry.collection, name)
+
+    async def _status(
+        self, body: dict[str, Any], name: str, ready: bool, reason: str, message: str
+    ) -> None:
+        old = CatalogueStatus.model_validate(body.get("status") or {})
+        condition = Condition(
+            type="Ready",
+            status="True" if ready else "False",
+            reason=reason,
+            message=message[:1000],
+            observed_generation=body["metadata"].get("generation"),
+        )
+        status = CatalogueStatus(
+            observed_generation=body["metadata"].get("generation"),
+            conditions=merge_conditions(old.conditions, [condition], now_rfc3339()),
+            name=name,
+        )
+        await self._applier.apply_status(
+            body, status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        )

@@ -1,0 +1,266 @@
+"""Observation: the cluster as it is now, read from the API server (workloads, pods)
+and from the cluster's own admin APIs (roles, broker ids, the controllers' views),
+turned into the plain values the decisions take."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from rocketcluster.api import kube
+from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.operator.admin import AdminError, BrokerAdmin, ControllerAdmin
+from rocketcluster.operator.kube.client import KubeClient
+from rocketcluster.operator.orchestrate.model import (
+    ControllerObservation,
+    GroupObservation,
+    GroupView,
+    MemberState,
+    PodState,
+)
+from rocketcluster.operator.orchestrate.scale import Consumption, GroupContents, QueueRange
+
+
+def _since(timestamp: str | None, now: datetime) -> float:
+    if not timestamp:
+        return 0.0
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return max(0.0, (now - then).total_seconds())
+
+
+def pod_state(pod: dict[str, Any], now: datetime, broker: dict[str, Any] | None = None) -> PodState:
+    meta = pod.get("metadata", {})
+    status = pod.get("status") or {}
+    ready_cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    ready = bool(ready_cond and ready_cond.get("status") == "True")
+    annotations = meta.get("annotations") or {}
+    broker_id = None
+    role = None
+    if broker is not None:
+        replication = broker.get("replication") or {}
+        broker_id = replication.get("brokerId") or broker.get("brokerId")
+        role = broker.get("role")
+    return PodState(
+        name=meta.get("name", ""),
+        ready=ready,
+        pod_hash=annotations.get(kube.ANNOTATION_POD_HASH),
+        ip=status.get("podIP"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        ready_for_s=_since(ready_cond.get("lastTransitionTime") if ready_cond else None, now)
+        or _since(meta.get("creationTimestamp"), now),
+        restarts=sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or []),
+        broker_id=int(broker_id) if broker_id else None,
+        role=role,
+    )
+
+
+@dataclass
+class Observed:
+    """One tick's observation of a cluster."""
+
+    workloads: dict[str, dict[str, Any]]  # name -> StatefulSet/Deployment in the API
+    groups: dict[str, GroupObservation]  # every group with a StatefulSet or desired
+    controllers: ControllerObservation | None
+    controller_admin: ControllerAdmin | None
+    catalogue: dict[str, Any] | None
+    controller_error: str | None = None
+
+
+class Observer:
+    def __init__(self, client: KubeClient, http: httpx.AsyncClient) -> None:
+        self._client = client
+        self._http = http
+
+    async def observe(
+        self,
+        cluster: RocketCluster,
+        desired: dict[str, dict[str, Any]],
+    ) -> Observed:
+        """``desired``: the rendered workloads by name (their pod hashes)."""
+        ns = cluster.metadata.namespace
+        selector = {kube.LABEL_CLUSTER: cluster.name}
+        pods, statefulsets, deployments = await asyncio.gather(
+            self._client.list("v1", "Pod", ns, selector),
+            self._client.list("apps/v1", "StatefulSet", ns, selector),
+            self._client.list("apps/v1", "Deployment", ns, selector),
+        )
+        now = datetime.now(UTC)
+        workloads = {w["metadata"]["name"]: w for w in statefulsets + deployments}
+        controllers, admin = self._controllers(cluster, desired, workloads, pods, now)
+        views: dict[str, dict[str, Any]] = {}
+        catalogue = None
+        error = None
+        if admin is not None and admin.members:
+            try:
+                views = {g["group"]: g for g in await admin.groups()}
+                catalogue = await admin.catalogue()
+            except AdminError as exc:
+                error = str(exc)
+            controllers = await self._raft(controllers, admin)
+        elif admin is not None:
+            error = "no controller pod has an address yet"
+        groups = await self._groups(cluster, desired, workloads, pods, views, catalogue, now, admin)
+        return Observed(workloads, groups, controllers, admin, catalogue, error)
+
+    def _controllers(
+        self,
+        cluster: RocketCluster,
+        desired: dict[str, dict[str, Any]],
+        workloads: dict[str, dict[str, Any]],
+        pods: list[dict[str, Any]],
+        now: datetime,
+    ) -> tuple[ControllerObservation | None, ControllerAdmin | None]:
+        if cluster.spec.controller.replicas == 0:
+            return None, None
+        members = []
+        addresses: dict[int, str] = {}
+        names = {n for n, w in {**workloads, **desired}.items() if w.get("kind") == "Deployment"}
+        for name in sorted(names, key=lambda n: int(n.rsplit("-", 1)[1])):
+            index = int(name.rsplit("-", 1)[1])
+            mine = [
+                p
+                for p in pods
+                if (p["metadata"].get("labels") or {}).get(kube.LABEL_MEMBER) == name
+            ]
+            live = [p for p in mine if not p["metadata"].get("deletionTimestamp")]
+            candidates = live or mine
+            chosen = candidates[-1] if candidates else None
+            state = pod_state(chosen, now) if chosen is not None else None
+            if state is not None and state.ip and not state.deleting:
+                addresses[index + 1] = state.ip
+            applied = workloads.get(name)
+            members.append(
+                MemberState(
+                    index=index,
+                    name=name,
+                    desired_hash=_hash(desired.get(name)) or "",
+                    applied_hash=_hash(applied) if applied else None,
+                    pod=state,
+                )
+            )
+        return ControllerObservation(tuple(members)), ControllerAdmin(self._http, addresses)
+
+    async def _raft(
+        self, controllers: ControllerObservation | None, admin: ControllerAdmin
+    ) -> ControllerObservation | None:
+        if controllers is None:
+            return None
+        views = await admin.cluster_views()
+        members = []
+        for m in controllers.members:
+            view = views.get(m.member_id)
+            if view is None:
+                members.append(m)
+                continue
+            members.append(
+                MemberState(
+                    index=m.index,
+                    name=m.name,
+                    desired_hash=m.desired_hash,
+                    applied_hash=m.applied_hash,
+                    pod=m.pod,
+                    leader_id=view.get("leader"),
+                    term=(view.get("raft") or {}).get("term"),
+                )
+            )
+        return ControllerObservation(tuple(members))
+
+    async def _groups(
+        self,
+        cluster: RocketCluster,
+        desired: dict[str, dict[str, Any]],
+        workloads: dict[str, dict[str, Any]],
+        pods: list[dict[str, Any]],
+        views: dict[str, dict[str, Any]],
+        catalogue: dict[str, Any] | None,
+        now: datetime,
+        admin: ControllerAdmin | None,
+    ) -> dict[str, GroupObservation]:
+        names = {n for n, w in {**workloads, **desired}.items() if w.get("kind") == "StatefulSet"}
+        # A group the controllers still know, whose workload is gone (scaled in).
+        names |= {g for g in views if kube.group_index(cluster.name, g) is not None}
+        replicated = cluster.spec.controller.replicas > 0
+        writable = {
+            g: bool(info.get("writable", True))
+            for g, info in ((catalogue or {}).get("groups") or {}).items()
+        }
+        out = {}
+        for name in sorted(names):
+            mine = [
+                p for p in pods if (p["metadata"].get("labels") or {}).get(kube.LABEL_GROUP) == name
+            ]
+            infos = await asyncio.gather(*(self._broker_info(p) for p in mine))
+            states = tuple(pod_state(p, now, info) for p, info in zip(mine, infos, strict=True))
+            workload = desired.get(name) or workloads.get(name) or {"spec": {"replicas": 0}}
+            view = views.get(name)
+            out[name] = GroupObservation(
+                name=name,
+                desired_hash=_hash(workload) or "",
+                desired_replicas=int(workload["spec"].get("replicas", 1)),
+                pods=states,
+                view=GroupView(
+                    master_id=view.get("masterId"),
+                    master_epoch=int(view.get("masterEpoch", 0)),
+                    sync_state_set=frozenset(int(b) for b in view.get("syncStateSet", [])),
+                    sync_state_set_epoch=int(view.get("syncStateSetEpoch", 0)),
+                    writable=writable.get(name, True),
+                )
+                if view is not None
+                else None,
+                min_in_sync=cluster.spec.brokers.replication.min_in_sync_replicas,
+                replicated=replicated,
+            )
+        return out
+
+    async def _broker_info(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        ip = (pod.get("status") or {}).get("podIP")
+        if not ip or pod["metadata"].get("deletionTimestamp"):
+            return None
+        return await BrokerAdmin(self._http, ip).broker()
+
+    async def contents(self, master_ip: str) -> GroupContents:
+        """What a group's master holds (for the drain check)."""
+        broker = BrokerAdmin(self._http, master_ip)
+        topics = await broker.get("/v1/topics")
+        queues: list[QueueRange] = []
+        for topic in topics:
+            detail = await broker.get(f"/v1/topics/{topic['name']}")
+            queues += [
+                QueueRange(topic["name"], q["queueId"], q["minOffset"], q["maxOffset"])
+                for q in detail.get("queueOffsets", [])
+            ]
+        consumption: list[Consumption] = []
+        for group in await broker.get("/v1/groups"):
+            rows = await broker.get(f"/v1/groups/{group['name']}/offsets")
+            consumption += [
+                Consumption(
+                    group["name"], r["topic"], r["queueId"], r["committedOffset"], r["inflight"]
+                )
+                for r in rows
+            ]
+        stats = await broker.get("/v1/stats")
+        transactions = stats.get("transactions") or {}
+        return GroupContents(
+            queues=tuple(queues),
+            consumption=tuple(consumption),
+            pending_timers=int((stats.get("timers") or {}).get("pending", 0)),
+            pending_transactions=int(transactions.get("PENDING", 0))
+            if isinstance(transactions, dict)
+            else 0,
+        )
+
+
+def _hash(workload: dict[str, Any] | None) -> str | None:
+    if workload is None:
+        return None
+    template = workload.get("spec", {}).get("template", {})
+    annotations = template.get("metadata", {}).get("annotations") or {}
+    value = annotations.get(kube.ANNOTATION_POD_HASH)
+    return str(value) if value is not None else None

@@ -1,0 +1,447 @@
+"""One reconciliation of a RocketCluster: a flat list of named steps, run on every
+tick, each idempotent — render, apply, observe, sync the catalogue, roll the
+controllers, roll and scale the broker groups, write the status.
+
+Only one disruptive action happens per tick and cluster (a pod deleted, a master
+handed over, a controller member rolled), and only after the observation says the
+previous one has settled; the decisions themselves live in ``orchestrate``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from rocketcluster.api import kube
+from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.status import RocketClusterStatus, merge_conditions, now_rfc3339
+from rocketcluster.operator.admin import AdminError, ControllerAdmin
+from rocketcluster.operator.kube.apply import Applier, digest
+from rocketcluster.operator.kube.client import KubeApiError, KubeClient
+from rocketcluster.operator.observe import Observed, Observer
+from rocketcluster.operator.orchestrate.assess import Assessment, assess
+from rocketcluster.operator.orchestrate.broker_roll import next_group_step
+from rocketcluster.operator.orchestrate.controller_roll import next_controller_step
+from rocketcluster.operator.orchestrate.model import Attempts, GroupObservation
+from rocketcluster.operator.orchestrate.scale import (
+    FORCE_ANNOTATION,
+    drain_problems,
+    replica_scale_in_step,
+)
+from rocketcluster.operator.orchestrate.steps import Step, StepKind, blocked, done, wait
+from rocketcluster.operator.render import render_cluster
+from rocketcluster.operator.render.brokers import client_endpoint
+
+log = logging.getLogger(__name__)
+
+FULL_APPLY_EVERY_S = 60.0
+
+EventSink = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
+
+
+@dataclass
+class ClusterMemory:
+    """What one operator process remembers about a cluster between ticks. Losing it
+    (a restart) costs a re-apply and fresh switchover attempts, nothing else."""
+
+    applied: dict[str, str] = field(default_factory=dict)  # object key -> digest
+    last_full_apply: float = 0.0
+    attempts: Attempts = field(default_factory=Attempts)
+    roll_started: dict[str, float] = field(default_factory=dict)
+    last_status: str = ""
+
+
+def _key(obj: dict[str, Any]) -> str:
+    return f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+class ClusterReconciler:
+    def __init__(
+        self,
+        client: KubeClient,
+        applier: Applier,
+        http: httpx.AsyncClient,
+        events: EventSink | None = None,
+    ) -> None:
+        self._client = client
+        self._applier = applier
+        self._observer = Observer(client, http)
+        self._events = events or (lambda kind, reason, message: None)
+
+    async def reconcile(self, body: dict[str, Any], memory: ClusterMemory) -> RocketClusterStatus:
+        meta = body.get("metadata") or {}
+        generation = meta.get("generation")
+        try:
+            cluster = RocketCluster.model_validate(
+                {"metadata": meta, "spec": body.get("spec") or {}}
+            )
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            status = assess(
+                Assessment(generation, "", (), None, {}, invalid=f"invalid spec: {problems}")
+            )
+            await self._write_status(body, status, memory)
+            return status
+        # 1. render
+        rendered = render_cluster(cluster)
+        workloads = {
+            o["metadata"]["name"]: o for o in rendered if o["kind"] in ("StatefulSet", "Deployment")
+        }
+        # 2. observe what runs
+        observed = await self._observer.observe(cluster, workloads)
+        # 3. apply what needs no orchestration; workloads as the orchestration allows
+        steps: dict[str, Step] = {}
+        await self._apply(cluster, rendered, observed, memory, steps)
+        # 4. topics and consumer groups of the manifest into the catalogue
+        await self._sync_catalogue(cluster, observed)
+        # 5. controllers first, then groups, one at a time
+        await self._roll(cluster, observed, memory, steps)
+        # 6. groups beyond the spec: drain, then remove
+        leaving = await self._scale_in(cluster, body, observed, memory)
+        # 7. status
+        desired_groups = tuple(
+            observed.groups[name]
+            for name in sorted(workloads)
+            if workloads[name]["kind"] == "StatefulSet" and name in observed.groups
+        )
+        status = assess(
+            Assessment(
+                generation=generation,
+                image=cluster.spec.image,
+                groups=desired_groups,
+                controllers=observed.controllers,
+                endpoints={g.name: client_endpoint(cluster, g.name) for g in desired_groups},
+                steps=steps,
+                leaving=leaving,
+            )
+        )
+        await self._write_status(body, status, memory)
+        return status
+
+    # -- 3. apply ---------------------------------------------------------------------
+
+    async def _apply(
+        self,
+        cluster: RocketCluster,
+        rendered: list[dict[str, Any]],
+        observed: Observed,
+        memory: ClusterMemory,
+        steps: dict[str, Step],
+    ) -> None:
+        full = time.monotonic() - memory.last_full_apply > FULL_APPLY_EVERY_S
+        for obj in rendered:
+            name = obj["metadata"]["name"]
+            live = observed.workloads.get(name)
+            stale_member = obj["kind"] == "Deployment" and live is not None
+            if stale_member and _template_hash(live or {}) != _template_hash(obj):
+                continue  # a controller member rolls only when the roller says so
+            wanted = obj
+            if obj["kind"] == "StatefulSet" and live is not None:
+                wanted = self._statefulset_as_allowed(obj, live, observed.groups.get(name), steps)
+            key = _key(wanted)
+            text = digest(wanted)
+            if not full and memory.applied.get(key) == text:
+                continue
+            try:
+                await self._applier.apply(wanted)
+            except KubeApiError as exc:
+                self._events("Warning", "ApplyFailed", f"{key}: {exc.message}")
+                raise
+            memory.applied[key] = text
+        if full:
+            memory.last_full_apply = time.monotonic()
+
+    def _statefulset_as_allowed(
+        self,
+        desired: dict[str, Any],
+        live: dict[str, Any],
+        group: GroupObservation | None,
+        steps: dict[str, Step],
+    ) -> dict[str, Any]:
+        """The StatefulSet to apply: immutable fields as they are in the API, and the
+        replica count lowered only once the scale-in is safe."""
+        obj = {**desired, "spec": dict(desired["spec"])}
+        for immutable in ("selector", "serviceName", "podManagementPolicy", "volumeClaimTemplates"):
+            if immutable in live.get("spec", {}):
+                obj["spec"][immutable] = live["spec"][immutable]
+        want = int(desired["spec"]["replicas"])
+        have = int(live.get("spec", {}).get("replicas", want))
+        if want < have and group is not None:
+            step = replica_scale_in_step(group, want)
+            if step.kind is not StepKind.DONE:
+                steps[f"{group.name} scale-in"] = step
+                obj["spec"]["replicas"] = have
+        return obj
+
+    # -- 4. catalogue -----------------------------------------------------------------
+
+    async def _sync_catalogue(self, cluster: RocketCluster, observed: Observed) -> None:
+        catalogue = observed.catalogue
+        admin = observed.controller_admin
+        if catalogue is None or admin is None:
+            return
+        await put_missing(
+            admin,
+            catalogue,
+            topics=[t.model_dump(mode="json", by_alias=True) for t in cluster.spec.topics],
+            groups=[g.model_dump(mode="json", by_alias=True) for g in cluster.spec.consumer_groups],
+        )
+
+    # -- 5. rolls ---------------------------------------------------------------------
+
+    async def _roll(
+        self,
+        cluster: RocketCluster,
+        observed: Observed,
+        memory: ClusterMemory,
+        steps: dict[str, Step],
+    ) -> None:
+        acted = False
+        if observed.controllers is not None:
+            step = next_controller_step(observed.controllers)
+            steps["controllers"] = step
+            if step.acts:
+                acted = await self._act(cluster, "controllers", step, observed, memory)
+            self._timing("controllers", step, memory)
+            if step.kind is not StepKind.DONE:
+                acted = True  # groups wait until the controllers are done
+        for name, group in sorted(observed.groups.items()):
+            index = kube.group_index(cluster.name, name)
+            if index is None or index >= cluster.spec.brokers.groups:
+                continue  # leaving: drained, not rolled
+            if acted:
+                if next_group_step(group, memory.attempts).kind is not StepKind.DONE:
+                    steps[name] = wait("queued: one roll at a time")
+                continue
+            step = next_group_step(group, memory.attempts)
+            if step.kind is StepKind.BLOCKED and observed.controller_error:
+                step = blocked(f"the controllers do not answer ({observed.controller_error})")
+            steps.setdefault(name, step)
+            self._timing(name, step, memory)
+            if step.acts:
+                acted = await self._act(cluster, name, step, observed, memory)
+            if step.kind is not StepKind.DONE:
+                acted = True
+        for name, step in list(steps.items()):
+            if name.endswith(" scale-in") and step.acts and not acted:
+                await self._act(cluster, name.removesuffix(" scale-in"), step, observed, memory)
+                acted = True
+
+    def _timing(self, name: str, step: Step, memory: ClusterMemory) -> None:
+        started = memory.roll_started.get(name)
+        if step.kind is StepKind.DONE and started is not None:
+            took = time.monotonic() - memory.roll_started.pop(name)
+            self._events("Normal", "RollFinished", f"{name} rolled in {took:.1f}s")
+            log.info("roll of %s finished in %.1fs", name, took)
+        elif step.acts and started is None:
+            memory.roll_started[name] = time.monotonic()
+            self._events("Normal", "RollStarted", f"{name}: {step.reason}")
+
+    async def _act(
+        self,
+        cluster: RocketCluster,
+        name: str,
+        step: Step,
+        observed: Observed,
+        memory: ClusterMemory,
+    ) -> bool:
+        ns = cluster.metadata.namespace
+        log.info("%s: %s (%s)", name, step.kind.value, step.reason)
+        if step.kind is StepKind.DELETE_POD and step.pod:
+            self._events("Normal", "RestartingPod", f"{step.pod}: {step.reason}")
+            await self._client.delete("v1", "Pod", ns, step.pod)
+            return True
+        if step.kind is StepKind.APPLY_MEMBER and step.pod:
+            member = next(
+                o
+                for o in render_cluster(cluster)
+                if o["kind"] == "Deployment" and o["metadata"]["name"] == step.pod
+            )
+            self._events("Normal", "RestartingController", f"{step.pod}: {step.reason}")
+            await self._applier.apply(member)
+            memory.applied[_key(member)] = digest(member)
+            return True
+        admin = observed.controller_admin
+        if admin is None:
+            return False
+        if step.kind is StepKind.TRANSFER_LEADERSHIP:
+            self._events("Normal", "TransferringLeadership", step.reason)
+            try:
+                await admin.transfer_leadership(step.target)
+            except AdminError as exc:
+                self._events("Warning", "LeadershipTransferFailed", str(exc))
+            return True
+        if step.kind is StepKind.SWITCHOVER and step.target is not None:
+            return await self._switchover(name, step, admin, memory)
+        return False
+
+    async def _switchover(
+        self, group: str, step: Step, admin: ControllerAdmin, memory: ClusterMemory
+    ) -> bool:
+        assert step.target is not None
+        self._events("Normal", "Switchover", step.reason)
+        attempts = memory.attempts
+        try:
+            answer = await admin.elect(group, step.target)
+        except AdminError as exc:
+            error = str(exc.detail or exc)
+        else:
+            master = ((answer or {}).get("group") or {}).get("masterId")
+            if master == step.target:
+                attempts.switchover_failures.pop(group, None)
+                return True
+            error = f"broker {master} became master instead of {step.target}"
+        attempts.switchover_failures[group] = attempts.switchover_failures.get(group, 0) + 1
+        attempts.last_switchover_error[group] = error
+        self._events("Warning", "SwitchoverFailed", f"{group}: {error}")
+        return True
+
+    # -- 6. scale-in of groups --------------------------------------------------------
+
+    async def _scale_in(
+        self,
+        cluster: RocketCluster,
+        body: dict[str, Any],
+        observed: Observed,
+        memory: ClusterMemory,
+    ) -> dict[str, list[str]]:
+        leaving: dict[str, list[str]] = {}
+        wanted = cluster.spec.brokers.groups
+        admin = observed.controller_admin
+        for name, group in sorted(observed.groups.items(), reverse=True):
+            index = kube.group_index(cluster.name, name)
+            if index is None:
+                continue
+            if index < wanted:
+                if admin is not None and group.view is not None and not group.view.writable:
+                    await self._try(admin.set_writable(name, True), "Undrain", name)
+                continue
+            leaving[name] = await self._drain_or_remove(cluster, body, group, observed)
+        return leaving
+
+    async def _drain_or_remove(
+        self,
+        cluster: RocketCluster,
+        body: dict[str, Any],
+        group: GroupObservation,
+        observed: Observed,
+    ) -> list[str]:
+        admin = observed.controller_admin
+        forced = (body["metadata"].get("annotations") or {}).get(FORCE_ANNOTATION) == "force"
+        live_pods = [p for p in group.pods if p.exists]
+        if live_pods and group.name not in observed.workloads:
+            return [f"the pods of {group.name} are stopping"]
+        if live_pods:
+            if admin is not None and (group.view is None or group.view.writable):
+                await self._try(admin.set_writable(group.name, False), "Drain", group.name)
+                return [f"write-disabling {group.name}"]
+            problems = await self._drain_problems(group)
+            if problems and not forced:
+                return problems
+            self._events(
+                "Normal",
+                "RemovingGroup",
+                f"{group.name} is drained" + (" (forced)" if forced and problems else ""),
+            )
+            await self._remove_group(cluster, group.name)
+            return []
+        # Pods gone: the controllers forget the group.
+        if admin is not None and group.view is not None:
+            await self._try(admin.forget_group(group.name), "ForgetGroup", group.name)
+        return []
+
+    async def _drain_problems(self, group: GroupObservation) -> list[str]:
+        master = group.master_pod if group.replicated else next(iter(group.pods), None)
+        if master is None or not master.ip:
+            return [f"{group.name} has no master to check (an election is running)"]
+        try:
+            return drain_problems(await self._observer.contents(master.ip))
+        except AdminError as exc:
+            return [f"the master of {group.name} does not answer: {exc}"]
+
+    async def _remove_group(self, cluster: RocketCluster, group: str) -> None:
+        """Delete the group's objects; its volumes go as ``storage.whenScaled`` says
+        (the StatefulSet's own policy is switched to it first)."""
+        ns = cluster.metadata.namespace
+        policy = cluster.spec.brokers.storage.when_scaled.value
+        await self._client.patch(
+            f"/apis/apps/v1/namespaces/{ns}/statefulsets/{group}",
+            {"spec": {"persistentVolumeClaimRetentionPolicy": {"whenDeleted": policy}}},
+        )
+        for api_version, kind, name in (
+            ("apps/v1", "StatefulSet", group),
+            ("policy/v1", "PodDisruptionBudget", group),
+            ("v1", "Service", group),
+            ("v1", "Service", kube.headless_service_name(group)),
+            ("v1", "ConfigMap", kube.broker_config_name(group)),
+        ):
+            await self._client.delete(api_version, kind, ns, name)
+
+    async def _try(self, call: Any, reason: str, name: str) -> None:
+        try:
+            await call
+        except AdminError as exc:
+            self._events("Warning", f"{reason}Failed", f"{name}: {exc}")
+
+    # -- 7. status --------------------------------------------------------------------
+
+    async def _write_status(
+        self, body: dict[str, Any], status: RocketClusterStatus, memory: ClusterMemory
+    ) -> None:
+        old = RocketClusterStatus.model_validate(body.get("status") or {})
+        status = status.model_copy(
+            update={
+                "conditions": merge_conditions(old.conditions, status.conditions, now_rfc3339())
+            }
+        )
+        data = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        text = digest(data)
+        if text == memory.last_status:
+            return
+        ref = {
+            "apiVersion": kube.API_VERSION,
+            "kind": "RocketCluster",
+            "metadata": {
+                "name": body["metadata"]["name"],
+                "namespace": body["metadata"]["namespace"],
+            },
+        }
+        await self._applier.apply_status(ref, data)
+        memory.last_status = text
+
+
+async def put_missing(
+    admin: ControllerAdmin,
+    catalogue: dict[str, Any],
+    *,
+    topics: list[dict[str, Any]],
+    groups: list[dict[str, Any]],
+) -> None:
+    """Put what differs from the catalogue (the manifest's topics and groups)."""
+    have_topics = {t["name"]: t for t in catalogue.get("topics") or []}
+    have_groups = {g["name"]: g for g in catalogue.get("consumerGroups") or []}
+    for topic in topics:
+        if have_topics.get(topic["name"]) != topic:
+            await admin.put("topics", topic["name"], topic)
+    for group in groups:
+        if have_groups.get(group["name"]) != group:
+            await admin.put("consumer-groups", group["name"], group)
+
+
+def _template_hash(workload: dict[str, Any]) -> str | None:
+    annotations = (
+        workload.get("spec", {}).get("template", {}).get("metadata", {}).get("annotations") or {}
+    )
+    value = annotations.get(kube.ANNOTATION_POD_HASH)
+    return str(value) if value is not None else None
+
+
+__all__ = ["ClusterMemory", "ClusterReconciler", "done", "put_missing"]

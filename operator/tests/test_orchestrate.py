@@ -1,0 +1,226 @@
+"""The roll and scale decisions, step by step, on observed states."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from rocketcluster.operator.orchestrate.broker_roll import next_group_step
+from rocketcluster.operator.orchestrate.controller_roll import next_controller_step
+from rocketcluster.operator.orchestrate.model import (
+    Attempts,
+    ControllerObservation,
+    GroupObservation,
+    GroupView,
+    MemberState,
+    PodState,
+)
+from rocketcluster.operator.orchestrate.scale import (
+    Consumption,
+    GroupContents,
+    QueueRange,
+    drain_problems,
+    groups_to_remove,
+    replica_scale_in_step,
+)
+from rocketcluster.operator.orchestrate.steps import StepKind
+
+NEW, OLD = "new", "old"
+
+
+def _group(
+    hashes: tuple[str, ...] = (OLD, OLD, OLD),
+    *,
+    master: int | None = 1,
+    in_sync: tuple[int, ...] = (1, 2, 3),
+    ready: tuple[bool, ...] | None = None,
+    view: bool = True,
+    min_in_sync: int = 1,
+) -> GroupObservation:
+    ready = ready or tuple(True for _ in hashes)
+    pods = tuple(
+        PodState(f"g-{i}", ready=ready[i], pod_hash=h, broker_id=i + 1)
+        for i, h in enumerate(hashes)
+    )
+    return GroupObservation(
+        name="g",
+        desired_hash=NEW,
+        desired_replicas=len(hashes),
+        pods=pods,
+        view=GroupView(master, 5, frozenset(in_sync)) if view else None,
+        min_in_sync=min_in_sync,
+    )
+
+
+def test_a_current_group_needs_nothing() -> None:
+    assert next_group_step(_group((NEW, NEW, NEW))).kind is StepKind.DONE
+
+
+def test_slaves_go_first_then_a_switchover_then_the_old_master() -> None:
+    """Walk a whole roll: each step's effect applied to the observation."""
+    group = _group()
+    order = []
+    for _ in range(10):
+        step = next_group_step(group)
+        if step.kind is StepKind.DONE:
+            break
+        order.append((step.kind, step.pod))
+        pods = list(group.pods)
+        if step.kind is StepKind.DELETE_POD:
+            i = next(n for n, p in enumerate(pods) if p.name == step.pod)
+            pods[i] = replace(pods[i], pod_hash=NEW)  # recreated, ready, back in sync
+            group = replace(group, pods=tuple(pods))
+        elif step.kind is StepKind.SWITCHOVER:
+            assert group.view is not None
+            group = replace(group, view=replace(group.view, master_id=step.target))
+    assert order == [
+        (StepKind.DELETE_POD, "g-1"),
+        (StepKind.DELETE_POD, "g-2"),
+        (StepKind.SWITCHOVER, "g-0"),
+        (StepKind.DELETE_POD, "g-0"),
+    ]
+
+
+def test_the_next_slave_waits_until_the_last_one_is_back_in_sync() -> None:
+    step = next_group_step(_group((OLD, NEW, OLD), in_sync=(1, 3)))
+    assert step.kind is StepKind.WAIT and "g-1" in step.reason
+
+
+def test_a_restarting_pod_is_waited_for_and_a_stuck_one_blocks() -> None:
+    starting = _group((OLD, NEW, OLD), ready=(True, False, True))
+    assert next_group_step(starting).kind is StepKind.WAIT
+    pods = list(starting.pods)
+    pods[1] = replace(pods[1], ready_for_s=600, restarts=7)
+    step = next_group_step(replace(starting, pods=tuple(pods)))
+    assert step.kind is StepKind.BLOCKED and "g-1" in step.reason and "7" in step.reason
+
+
+def test_a_stale_unready_slave_is_restarted_first() -> None:
+    step = next_group_step(_group(ready=(True, True, False), in_sync=(1, 2)))
+    assert (step.kind, step.pod) == (StepKind.DELETE_POD, "g-2")
+
+
+def test_never_below_min_in_sync_replicas() -> None:
+    step = next_group_step(_group(in_sync=(1, 2), min_in_sync=2, hashes=(OLD, OLD, NEW)))
+    assert step.kind is StepKind.WAIT  # g-2 (current) is not back in sync yet
+    step = next_group_step(_group(in_sync=(1, 2), min_in_sync=2, hashes=(OLD, OLD)))
+    assert step.kind is StepKind.BLOCKED and "minInSyncReplicas" in step.reason
+
+
+def test_no_roll_without_the_controllers_or_without_a_master() -> None:
+    assert next_group_step(_group(view=False)).kind is StepKind.BLOCKED
+    assert next_group_step(_group(master=None)).kind is StepKind.WAIT
+
+
+def test_repeated_switchover_failures_block_with_the_controllers_answer() -> None:
+    group = _group((OLD, NEW, NEW))
+    assert next_group_step(group).kind is StepKind.SWITCHOVER
+    attempts = Attempts({"g": 3}, {"g": "target lacks records"})
+    step = next_group_step(group, attempts)
+    assert step.kind is StepKind.BLOCKED and "target lacks records" in step.reason
+
+
+def test_a_single_replica_group_restarts_in_place() -> None:
+    group = _group((OLD,), in_sync=(1,))
+    assert next_group_step(group).kind is StepKind.DELETE_POD
+
+
+def _members(
+    applied: tuple[str, ...], leader: int = 1, ready: tuple[bool, ...] = (True, True, True)
+) -> ControllerObservation:
+    return ControllerObservation(
+        tuple(
+            MemberState(
+                index=i,
+                name=f"c-{i}",
+                desired_hash=NEW,
+                applied_hash=h,
+                pod=PodState(f"c-{i}-x", ready=ready[i], pod_hash=h),
+                leader_id=leader,
+            )
+            for i, h in enumerate(applied)
+        )
+    )
+
+
+def test_controller_members_roll_one_at_a_time_leader_last() -> None:
+    controllers = _members((OLD, OLD, OLD), leader=1)
+    order = []
+    for _ in range(10):
+        step = next_controller_step(controllers)
+        if step.kind is StepKind.DONE:
+            break
+        order.append((step.kind, step.target))
+        members = list(controllers.members)
+        if step.kind is StepKind.APPLY_MEMBER:
+            i = next(n for n, m in enumerate(members) if m.member_id == step.target)
+            pod = members[i].pod
+            assert pod is not None
+            members[i] = replace(members[i], applied_hash=NEW, pod=replace(pod, pod_hash=NEW))
+        elif step.kind is StepKind.TRANSFER_LEADERSHIP:
+            members = [replace(m, leader_id=step.target) for m in members]
+        controllers = ControllerObservation(tuple(members))
+    assert order == [
+        (StepKind.APPLY_MEMBER, 2),
+        (StepKind.APPLY_MEMBER, 3),
+        (StepKind.TRANSFER_LEADERSHIP, 2),
+        (StepKind.APPLY_MEMBER, 1),
+    ]
+
+
+def test_controllers_wait_for_a_whole_quorum_and_a_leader() -> None:
+    assert next_controller_step(_members((OLD, NEW, OLD), ready=(True, False, True))).kind is (
+        StepKind.WAIT
+    )
+    no_leader = ControllerObservation(
+        tuple(replace(m, leader_id=None) for m in _members((OLD, OLD, OLD)).members)
+    )
+    assert next_controller_step(no_leader).kind is StepKind.WAIT
+
+
+def _contents(committed: int = 10, inflight: int = 0, unread: int = 0) -> GroupContents:
+    queues = [QueueRange("orders", q, 0, 10) for q in range(2)]
+    if unread:
+        queues.append(QueueRange("audit-log", 0, 0, unread))
+    return GroupContents(
+        queues=tuple(queues),
+        consumption=tuple(
+            Consumption("billing", "orders", q, committed, inflight) for q in range(2)
+        ),
+    )
+
+
+def test_drained_only_when_every_reader_is_at_the_end() -> None:
+    assert drain_problems(_contents()) == []
+    assert drain_problems(_contents(committed=7)) == [
+        "consumer group billing has 6 unconsumed messages"
+    ]
+    assert drain_problems(_contents(inflight=1)) == [
+        "consumer group billing has 2 messages in flight"
+    ]
+    assert drain_problems(_contents(unread=5)) == [
+        "topic audit-log holds 5 unread messages that no consumer group has read"
+    ]
+    pending = replace(_contents(), pending_timers=3, pending_transactions=1)
+    assert len(drain_problems(pending)) == 2
+
+
+def test_the_highest_groups_go_first() -> None:
+    index = {"p-broker-0": 0, "p-broker-1": 1, "p-broker-2": 2}
+    assert groups_to_remove(1, list(index), index) == ["p-broker-2", "p-broker-1"]
+    assert groups_to_remove(3, list(index), index) == []
+
+
+@pytest.mark.parametrize(
+    ("master", "expected"),
+    [(3, StepKind.SWITCHOVER), (1, StepKind.DONE)],
+)
+def test_replica_scale_in_moves_the_master_first(master: int, expected: StepKind) -> None:
+    step = replica_scale_in_step(_group((NEW, NEW, NEW), master=master), 2)
+    assert step.kind is expected
+
+
+def test_replica_scale_in_keeps_min_in_sync() -> None:
+    group = _group((NEW, NEW, NEW), in_sync=(1, 3), min_in_sync=2)
+    assert replica_scale_in_step(group, 2).kind is StepKind.BLOCKED
