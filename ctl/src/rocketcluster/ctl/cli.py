@@ -185,14 +185,23 @@ def demo() -> None:
     """Demonstrations on the local machine."""
 
 
+def _report(report: dict[str, object], lines: list[str], as_json: bool) -> None:
+    click.echo(json.dumps(report, indent=2) if as_json else "\n".join(lines))
+
+
+_JSON = click.option("--json", "as_json", is_flag=True, help="the whole report as JSON")
+
+
 @demo.command("store")
 @click.option("--dir", "root", type=click.Path(path_type=Path), default=Path(".demo/store"))
-def demo_store(root: Path) -> None:
+@_JSON
+def demo_store(root: Path, as_json: bool) -> None:
     """Write with sync flush from a process, kill -9 it, recover, and audit."""
     from rocketcluster.ctl.demo_store import run_store_demo
+    from rocketcluster.ctl.demo_text import store_lines
 
     report = run_store_demo(root)
-    click.echo(json.dumps(report, indent=2))
+    _report(report, store_lines(report), as_json)
     if report["lost"]:
         raise SystemExit(1)
 
@@ -209,12 +218,14 @@ def demo_store(root: Path) -> None:
     "--dir", "directory", type=click.Path(path_type=Path), default=Path(".demo/standalone")
 )
 @click.option("--count", type=int, default=200, show_default=True)
-def demo_standalone(manifest: Path, directory: Path, count: int) -> None:
+@_JSON
+def demo_standalone(manifest: Path, directory: Path, count: int, as_json: bool) -> None:
     """Start a standalone broker, produce and consume with the official client, stop."""
     from rocketcluster.ctl.demo_standalone import run_standalone_demo
+    from rocketcluster.ctl.demo_text import standalone_lines
 
     report = run_standalone_demo(manifest, directory, count)
-    click.echo(json.dumps(report, indent=2))
+    _report(report, standalone_lines(report), as_json)
     if report["missing"]:
         raise SystemExit(1)
 
@@ -228,12 +239,14 @@ def demo_standalone(manifest: Path, directory: Path, count: int) -> None:
     default=Path("examples/cluster.yaml"),
 )
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path(".demo/cluster"))
-def demo_cluster(manifest: Path, directory: Path) -> None:
+@_JSON
+def demo_cluster(manifest: Path, directory: Path, as_json: bool) -> None:
     """Start a replicated cluster, kill a master under load, audit, stop."""
     from rocketcluster.ctl.demo_cluster import run_cluster_demo
+    from rocketcluster.ctl.demo_text import cluster_lines
 
     report = run_cluster_demo(manifest, directory)
-    click.echo(json.dumps(report, indent=2))
+    _report(report, cluster_lines(report), as_json)
     if report["lost"]:
         raise SystemExit(1)
 
