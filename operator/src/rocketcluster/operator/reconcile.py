@@ -105,7 +105,7 @@ class ClusterReconciler:
         # 5. controllers first, then groups, one at a time
         await self._roll(cluster, observed, memory, steps)
         # 6. groups beyond the spec: drain, then remove
-        leaving = await self._scale_in(cluster, body, observed, memory)
+        leaving = await self._scale_in(cluster, body, observed)
         # 7. status
         desired_groups = tuple(
             observed.groups[name]
@@ -311,7 +311,6 @@ class ClusterReconciler:
         cluster: RocketCluster,
         body: dict[str, Any],
         observed: Observed,
-        memory: ClusterMemory,
     ) -> dict[str, list[str]]:
         leaving: dict[str, list[str]] = {}
         wanted = cluster.spec.brokers.groups

@@ -20,7 +20,12 @@ from rocketcluster.api.process_settings import broker_settings
 from rocketcluster.operator.render import pods
 from rocketcluster.operator.render.controllers import member_addresses
 from rocketcluster.operator.render.hashing import pod_hash
-from rocketcluster.operator.render.meta import K8sObject, metadata, selector_labels
+from rocketcluster.operator.render.meta import (
+    K8sObject,
+    metadata,
+    selector_labels,
+    service_ports,
+)
 
 COMPONENT = kube.COMPONENT_BROKER
 PORTS = {"client": CLIENT_PORT, "ha": HA_PORT, "admin": ADMIN_PORT}
@@ -116,10 +121,7 @@ def headless_service(cluster: RocketCluster, group: str) -> K8sObject:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": group_selector(cluster, group),
-            "ports": [
-                {"name": p, "port": port, "targetPort": p, "protocol": "TCP"}
-                for p, port in PORTS.items()
-            ],
+            "ports": service_ports(PORTS),
         },
     }
 
@@ -137,14 +139,7 @@ def client_service(cluster: RocketCluster, group: str) -> K8sObject:
         "spec": {
             "type": "ClusterIP",
             "selector": selector,
-            "ports": [
-                {
-                    "name": "client",
-                    "port": CLIENT_PORT,
-                    "targetPort": "client",
-                    "protocol": "TCP",
-                }
-            ],
+            "ports": service_ports({"client": CLIENT_PORT}),
         },
     }
 

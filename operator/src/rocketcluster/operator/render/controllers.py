@@ -15,7 +15,12 @@ from rocketcluster.api.controller_config import ControllerMember, ControllerProc
 from rocketcluster.api.process_settings import controller_settings
 from rocketcluster.operator.render import pods
 from rocketcluster.operator.render.hashing import pod_hash
-from rocketcluster.operator.render.meta import K8sObject, metadata, selector_labels
+from rocketcluster.operator.render.meta import (
+    K8sObject,
+    metadata,
+    selector_labels,
+    service_ports,
+)
 
 COMPONENT = kube.COMPONENT_CONTROLLER
 PORTS = {"raft": CONTROLLER_PORT, "admin": ADMIN_PORT}
@@ -111,10 +116,7 @@ def service(cluster: RocketCluster, name: str) -> K8sObject:
             # Members must reach each other before any is ready (ready = a leader known).
             "publishNotReadyAddresses": True,
             "selector": member_selector(cluster, name),
-            "ports": [
-                {"name": p, "port": port, "targetPort": p, "protocol": "TCP"}
-                for p, port in PORTS.items()
-            ],
+            "ports": service_ports(PORTS),
         },
     }
 

@@ -76,3 +76,11 @@ def metadata(
     if owner is not None:
         meta["ownerReferences"] = [owner]
     return meta
+
+
+def service_ports(ports: dict[str, int]) -> list[dict[str, Any]]:
+    """Service ports named like the container ports they target."""
+    return [
+        {"name": name, "port": port, "targetPort": name, "protocol": "TCP"}
+        for name, port in ports.items()
+    ]
