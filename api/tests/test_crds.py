@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import celpy
-from celpy.adapter import json_to_cel
 import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from celpy.adapter import json_to_cel
 from pydantic import ValidationError
 
 from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic

@@ -261,8 +261,15 @@ class Emulator(kmock.KubernetesEmulator):
             if options.get("orphanDependents") is True:
                 policy = "Orphan"
             uid = (options.get("preconditions") or {}).get("uid")
+            grace = q.get("gracePeriodSeconds") or options.get("gracePeriodSeconds")
             obj = self.store.delete(
-                rt, namespace, name, propagation=policy, dry_run=dry_run, uid_precondition=uid
+                rt,
+                namespace,
+                name,
+                propagation=policy,
+                dry_run=dry_run,
+                uid_precondition=uid,
+                grace_period=None if grace is None else int(grace),
             )
             return self._json(obj)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed here")
@@ -414,6 +421,12 @@ class Emulator(kmock.KubernetesEmulator):
             return None
         if raw.content_type.startswith("application/apply-patch"):
             return yaml.safe_load(data)
+        if "protobuf" in raw.content_type or "cbor" in raw.content_type:
+            # what a real server answers for a type it cannot decode; client-go then
+            # falls back to JSON for the rest of the client's life
+            raise ApiError(
+                415, "UnsupportedMediaType", f"the body type {raw.content_type} is not supported"
+            )
         try:
             return json.loads(data)
         except ValueError as exc:

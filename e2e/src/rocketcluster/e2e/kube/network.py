@@ -80,13 +80,14 @@ def dns_names(
     pods: Iterable[Mapping[str, Any]],
     statefulsets: Iterable[Mapping[str, Any]],
     pod_ip: Callable[[str, str], str],
-    ready: Callable[[Mapping[str, Any]], bool],
+    serves: Callable[[Mapping[str, Any], Mapping[str, Any]], bool],
     selects: Callable[[Mapping[str, Any], Mapping[str, Any]], bool],
 ) -> dict[str, str]:
     """Every DNS name a pod could use → its address.
 
     - ``<svc>.<ns>.svc[.cluster.local]`` → the ClusterIP, or for a headless Service the
-      address of its first Ready pod (a real resolver returns them all);
+      address of its first pod the Service serves (Ready, or any live pod with
+      ``publishNotReadyAddresses``; a real resolver returns them all);
     - ``<host>.<subdomain>.<ns>.svc[.cluster.local]`` for pods whose hostname and
       subdomain are set, and for every ordinal a StatefulSet will have (before the pod
       exists, so peers can be configured in advance)."""
@@ -101,10 +102,7 @@ def dns_names(
                 (
                     p
                     for p in pods
-                    if p["metadata"].get("namespace") == ns
-                    and selects(svc, p)
-                    and ready(p)
-                    and not p["metadata"].get("deletionTimestamp")
+                    if p["metadata"].get("namespace") == ns and selects(svc, p) and serves(svc, p)
                 ),
                 key=lambda p: p["metadata"]["name"],
             )

@@ -483,7 +483,10 @@ class Store:
         propagation: str | None = None,
         dry_run: bool = False,
         uid_precondition: str | None = None,
+        grace_period: int | None = None,
     ) -> dict[str, Any]:
+        """Delete now, or mark for deletion while finalizers remain (a pod's
+        ``deletionGracePeriodSeconds`` is the request's, else its spec's)."""
         key = self._key(rt, namespace, name)
         obj = self._objects.get(key)
         if obj is None:
@@ -516,7 +519,9 @@ class Store:
             new = copy.deepcopy(obj)
             new["metadata"]["finalizers"] = finalizers
             new["metadata"].setdefault("deletionTimestamp", self._now())
-            new["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+            if grace_period is None and rt.kind == "Pod":
+                grace_period = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            new["metadata"].setdefault("deletionGracePeriodSeconds", int(grace_period or 0))
             result = self._commit(rt, key, new, obj)
             if policy == "Foreground":
                 for dep in self._dependents(meta["uid"]):

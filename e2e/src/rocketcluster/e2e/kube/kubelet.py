@@ -1,0 +1,561 @@
+"""kubelet for one pod: its containers as local processes, its probes and its status.
+
+A :class:`PodWorker` runs one pod instance (one uid) from start to finish:
+
+1. volumes and the service-account directory are made (a missing ConfigMap, Secret
+   or claim keeps the pod ``ContainerCreating`` until it appears);
+2. init containers run one after another, each to success (retried with backoff,
+   or failing the pod under ``restartPolicy: Never``);
+3. every container runs in its own session, its argv and env values rewritten by
+   the pod's :class:`Substitution`, its output appended to
+   ``DIR/logs/<ns>/<pod>_<container>.log``; it is restarted per ``restartPolicy``
+   after a backoff of 1 s doubling to 8 s (reset once it ran 10 s), counting
+   ``restartCount``; startup, readiness and liveness probes run while it runs (a
+   failed liveness or startup probe restarts it);
+4. when the pod gets a ``deletionTimestamp``, every container gets SIGTERM, then
+   SIGKILL after the grace period; once the processes are gone the worker says so
+   (``pod-deleted``) and the realiser removes its finalizer.
+
+The image is not pulled or run: the executable is looked up on PATH (the
+interpreter's own directory first, so the workspace's console scripts are found).
+preStop/postStart hooks are not run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from rocketcluster.api import kube as contract
+from rocketcluster.e2e.kube import podenv, probes, volumes
+from rocketcluster.e2e.kube.events import EventLog
+from rocketcluster.e2e.kube.podstatus import ContainerState, pod_status
+from rocketcluster.e2e.kube.processes import Ledger, die_with_parent, record
+from rocketcluster.e2e.kube.substitute import Substitution
+
+BACKOFF_START_S, BACKOFF_MAX_S, BACKOFF_RESET_S = 1.0, 8.0, 10.0
+SHUTDOWN_GRACE_S = 5.0
+log = logging.getLogger("rocketcluster.realiser.kubelet")
+
+
+class PodInputs(Protocol):
+    """What a pod reads from the rest of the cluster, answered from the cache."""
+
+    def configmaps(self, namespace: str) -> Mapping[str, Mapping[str, Any]]: ...
+    def secrets(self, namespace: str) -> Mapping[str, Mapping[str, Any]]: ...
+    def services(self, namespace: str) -> list[Mapping[str, Any]]: ...
+    def claim_exists(self, namespace: str, name: str) -> bool: ...
+    def resolve(self, name: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    root: Path
+    api_url: str
+    node_name: str
+    events: EventLog
+    ledger: Ledger
+    http: httpx.AsyncClient
+    inputs: PodInputs
+    report: Callable[[Mapping[str, Any], dict[str, Any]], Awaitable[None]]
+    probe_period_cap: float | None = None
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _executable(name: str, path: str) -> str:
+    if os.path.isabs(name) and os.access(name, os.X_OK):
+        return name
+    found = shutil.which(os.path.basename(name), path=path)
+    if found is None:
+        raise FileNotFoundError(f"executable {name!r} not found on PATH ({path})")
+    return found
+
+
+class PodWorker:
+    def __init__(self, pod: Mapping[str, Any], ip: str, ctx: NodeContext) -> None:
+        self.pod: Mapping[str, Any] = pod
+        meta = pod["metadata"]
+        self.namespace, self.name, self.uid = meta["namespace"], meta["name"], meta["uid"]
+        self.ip = ip
+        self.ctx = ctx
+        self.dir = ctx.root / "pods" / self.namespace / f"{self.name}-{self.uid[:8]}"
+        self.sa_dir = self.dir / "serviceaccount"
+        spec = pod.get("spec") or {}
+        self.init_specs = list(spec.get("initContainers") or [])
+        self.specs = list(spec.get("containers") or [])
+        self.init = [ContainerState(c["name"], c.get("image", "")) for c in self.init_specs]
+        self.containers = [ContainerState(c["name"], c.get("image", "")) for c in self.specs]
+        self.procs: dict[str, asyncio.subprocess.Process] = {}
+        self.initialized = not self.init_specs
+        self.init_failed = False
+        self.start_time = now()
+        self.deleting = asyncio.Event()
+        self.gone = asyncio.Event()  # every process has exited
+        self._dirty = asyncio.Event()
+        self._ready = False
+        self._files_digest: int | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.task: asyncio.Task[None] | None = None
+
+    # --- what the realiser calls ---------------------------------------------------
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def update(self, pod: Mapping[str, Any]) -> None:
+        self.pod = pod
+        if pod["metadata"].get("deletionTimestamp") and not self.deleting.is_set():
+            self.ctx.events.emit("pod-deleting", **self._who())
+            self.deleting.set()
+
+    def vanished(self) -> None:
+        """Deleted without our finalizer (or forced): stop the processes anyway."""
+        if not self.deleting.is_set():
+            self.ctx.events.emit("pod-deleting", **self._who())
+            self.deleting.set()
+
+    def kill(self) -> list[int]:
+        """A node or process failure: SIGKILL every running container."""
+        pids = [p.pid for p in self.procs.values() if p.returncode is None]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        return pids
+
+    async def shutdown(self) -> None:
+        """The realiser is stopping: end the processes, leave the API alone."""
+        self.deleting.set()
+        await self._terminate(min(self._grace(), SHUTDOWN_GRACE_S))
+        for task in [self.task, *self._tasks]:
+            if task is not None:
+                task.cancel()
+        for task in [self.task, *self._tasks]:
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs.values() if p.returncode is None]
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    def refresh_files(self) -> None:
+        """Rewrite mounted ConfigMap/Secret/downward files whose content changed."""
+        with contextlib.suppress(podenv.ConfigError, OSError):
+            self._sync_volumes()
+
+    # --- running the pod -----------------------------------------------------------
+
+    def _who(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "pod": self.name, "uid": self.uid, "ip": self.ip}
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _grace(self) -> float:
+        meta, spec = self.pod["metadata"], self.pod.get("spec") or {}
+        grace = meta.get("deletionGracePeriodSeconds")
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds", 30)
+        return float(grace)
+
+    def _changed(self) -> None:
+        self._dirty.set()
+
+    async def _run(self) -> None:
+        self.ctx.events.emit("pod-created", **self._who())
+        self._spawn(self._status_loop())
+        self._changed()
+        try:
+            await self._prepare()
+            if not self.deleting.is_set():
+                await self._run_init()
+            if self.initialized and not self.deleting.is_set():
+                for spec, state in zip(self.specs, self.containers, strict=True):
+                    self._spawn(self._supervise(spec, state, init=False))
+            await self.deleting.wait()
+            await self._terminate(self._grace())
+        finally:
+            self.gone.set()
+            self._changed()
+
+    async def _prepare(self) -> None:
+        while not self.deleting.is_set():
+            try:
+                self._sync_volumes()
+                return
+            except podenv.ConfigError as exc:
+                for state in self.init or self.containers:
+                    state.reason, state.message = "ContainerCreating", str(exc)
+                self._changed()
+            await self._pause(1.0)
+
+    def _sync_volumes(self) -> None:
+        spec = self.pod.get("spec") or {}
+        inputs = self.ctx.inputs
+        cms, secrets = inputs.configmaps(self.namespace), inputs.secrets(self.namespace)
+        plan: list[tuple[Path, volumes.Files | None]] = []
+        for vol in spec.get("volumes") or []:
+            claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim and not inputs.claim_exists(self.namespace, claim):
+                raise podenv.ConfigError(f'persistentvolumeclaim "{claim}" not found')
+            target = volumes.host_dir(
+                vol, root=self.ctx.root, pod_dir=self.dir, namespace=self.namespace
+            )
+            files = volumes.volume_files(
+                vol, pod=self.pod, configmaps=cms, secrets=secrets, pod_ip=self.ip
+            )
+            plan.append((target, files))
+        if spec.get("automountServiceAccountToken", True):
+            plan.append((self.sa_dir, volumes.serviceaccount_files(self.namespace)))
+        subst = self._substitution(None)
+        digest = hash(repr([(str(t), f) for t, f in plan]) + repr(sorted(subst.mounts)))
+        names = [n for n in self._dns_names_in(plan)]
+        digest ^= hash(tuple((n, inputs.resolve(n)) for n in names))
+        if digest == self._files_digest:
+            return
+        for target, files in plan:
+            if files is None:
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                volumes.write_files(target, files, subst.apply_bytes)
+        self._files_digest = digest
+
+    @staticmethod
+    def _dns_names_in(plan: list[tuple[Path, volumes.Files | None]]) -> set[str]:
+        """Cluster names the files mention (their answers change what is written)."""
+        found: set[str] = set()
+        for _, files in plan:
+            for content, _subst in (files or {}).values():
+                text = content.decode("utf-8", errors="ignore")
+                found.update(
+                    m[0] for m in re.finditer(r"[a-z0-9.-]+\.svc(?:\.cluster\.local)?", text)
+                )
+        return found
+
+    def _mounts(self, spec: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+        """(mountPath, host path) of one container, or of all of them."""
+        pod_spec = self.pod.get("spec") or {}
+        by_name = {v["name"]: v for v in pod_spec.get("volumes") or []}
+        specs = [spec] if spec is not None else [*self.init_specs, *self.specs]
+        out: list[tuple[str, str]] = []
+        for container in specs:
+            for mount in container.get("volumeMounts") or []:
+                vol = by_name.get(mount["name"])
+                if vol is None:
+                    continue
+                base = volumes.host_dir(
+                    vol, root=self.ctx.root, pod_dir=self.dir, namespace=self.namespace
+                )
+                path = base / mount["subPath"] if mount.get("subPath") else base
+                out.append((mount["mountPath"], str(path)))
+        if pod_spec.get("automountServiceAccountToken", True):
+            out.append((contract.SERVICEACCOUNT_DIR, str(self.sa_dir)))
+        return out
+
+    def _substitution(self, spec: Mapping[str, Any] | None) -> Substitution:
+        return Substitution(tuple(self._mounts(spec)), self.ip, self.ctx.inputs.resolve)
+
+    def _base_env(self) -> dict[str, str]:
+        api = httpx.URL(self.ctx.api_url)
+        path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+        spec = self.pod.get("spec") or {}
+        env = {
+            "PATH": path,
+            "HOME": str(self.dir / "home"),
+            "TMPDIR": str(self.dir / "tmp"),
+            "HOSTNAME": spec.get("hostname") or self.name,
+        }
+        for key in ("LANG", "LC_ALL", "TZ"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+        if spec.get("enableServiceLinks", True):
+            env.update(podenv.service_links(self.ctx.inputs.services(self.namespace)))
+        env.update(
+            {
+                "KUBERNETES_SERVICE_HOST": api.host,
+                "KUBERNETES_SERVICE_PORT": str(api.port or 80),
+                contract.ENV_KUBE_API_URL: self.ctx.api_url,
+                contract.ENV_SERVICEACCOUNT_DIR: str(self.sa_dir),
+            }
+        )
+        return env
+
+    def _command(self, spec: Mapping[str, Any]) -> tuple[list[str], dict[str, str], str]:
+        base = self._base_env()
+        env = podenv.container_env(
+            self.pod,
+            spec,
+            configmaps=self.ctx.inputs.configmaps(self.namespace),
+            secrets=self.ctx.inputs.secrets(self.namespace),
+            pod_ip=self.ip,
+            node=self.ctx.node_name,
+            base=base,
+        )
+        subst = self._substitution(spec)
+        env = {k: (v if base.get(k) == v else subst.apply(v)) for k, v in env.items()}
+        argv = [subst.apply(a) for a in podenv.command_line(spec, env)]
+        argv[0] = _executable(argv[0], env["PATH"])
+        cwd = subst.apply(spec["workingDir"]) if spec.get("workingDir") else str(self.dir / "home")
+        for d in (self.dir / "home", self.dir / "tmp", Path(cwd)):
+            d.mkdir(parents=True, exist_ok=True)
+        return argv, env, cwd
+
+    async def _run_init(self) -> None:
+        for spec, state in zip(self.init_specs, self.init, strict=True):
+            code = await self._supervise(spec, state, init=True)
+            if code != 0:
+                self.init_failed = not self.deleting.is_set()
+                self._changed()
+                return
+        self.initialized = True
+        for state in self.containers:
+            state.reason = "ContainerCreating"
+        self._changed()
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.deleting.wait(), seconds)
+
+    async def _supervise(
+        self, spec: Mapping[str, Any], state: ContainerState, *, init: bool
+    ) -> int:
+        """Run one container until it should stay stopped; its last exit code."""
+        policy = (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+        if init and policy == "Always":
+            policy = "OnFailure"  # init containers are never restarted after success
+        backoff, code = BACKOFF_START_S, -1
+        while not self.deleting.is_set():
+            try:
+                argv, env, cwd = self._command(spec)
+                log_dir = self.ctx.root / "logs" / self.namespace
+                log_dir.mkdir(parents=True, exist_ok=True)
+                with (log_dir / f"{self.name}_{spec['name']}.log").open("ab") as log:
+                    proc = await asyncio.create_subprocess_exec(
+                        *argv,
+                        env=env,
+                        cwd=cwd,
+                        stdin=asyncio.subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=asyncio.subprocess.STDOUT,
+                        start_new_session=True,
+                        preexec_fn=die_with_parent,
+                    )
+            except (podenv.ConfigError, OSError) as exc:
+                reason = (
+                    "CreateContainerConfigError"
+                    if isinstance(exc, podenv.ConfigError)
+                    else "RunContainerError"
+                )
+                state.state, state.reason, state.message = "waiting", reason, str(exc)
+                self._changed()
+                await self._pause(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            self.ctx.ledger.add(record(proc.pid, f"{self.namespace}/{self.name}/{spec['name']}"))
+            self.procs[spec["name"]] = proc
+            began = time.monotonic()
+            state.state, state.reason, state.message = "running", "", ""
+            state.started_at, state.pid, state.exit_code, state.signal = now(), proc.pid, None, None
+            state.started = "startupProbe" not in spec
+            state.ready = state.started and "readinessProbe" not in spec and not init
+            self.ctx.events.emit(
+                "container-started",
+                **self._who(),
+                container=spec["name"],
+                pid=proc.pid,
+                image=spec.get("image", ""),
+                restartCount=state.restart_count,
+            )
+            self._changed()
+            probing = [] if init else self._start_probes(spec, state, proc)
+            returncode = await proc.wait()
+            for task in probing:
+                task.cancel()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # the container goes as a whole
+            code = returncode if returncode >= 0 else 128 - returncode
+            state.state, state.ready, state.finished_at = "terminated", False, now()
+            state.exit_code, state.signal = code, (-returncode if returncode < 0 else None)
+            state.reason = "Completed" if code == 0 else "Error"
+            self.ctx.events.emit(
+                "container-exited",
+                **self._who(),
+                container=spec["name"],
+                pid=proc.pid,
+                exitCode=code,
+                signal=state.signal,
+            )
+            self._changed()
+            restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+            if self.deleting.is_set() or not restart:
+                return code
+            if time.monotonic() - began >= BACKOFF_RESET_S:
+                backoff = BACKOFF_START_S
+            state.last_state = state.terminated_state()
+            state.state, state.reason = "waiting", "CrashLoopBackOff"
+            state.message = f"back-off {backoff:.0f}s restarting failed container"
+            self._changed()
+            await self._pause(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+            if not self.deleting.is_set():
+                state.restart_count += 1
+        return code
+
+    def _start_probes(
+        self, spec: Mapping[str, Any], state: ContainerState, proc: asyncio.subprocess.Process
+    ) -> list[asyncio.Task[None]]:
+        return [asyncio.ensure_future(self._probe_loop(spec, state, proc))]
+
+    async def _probe_loop(
+        self, spec: Mapping[str, Any], state: ContainerState, proc: asyncio.subprocess.Process
+    ) -> None:
+        ports = {
+            p["name"]: int(p["containerPort"]) for p in spec.get("ports") or [] if p.get("name")
+        }
+        cap = self.ctx.probe_period_cap
+
+        async def check(probe: Mapping[str, Any], limit_s: float) -> bool:
+            argv = None
+            env: dict[str, str] = {}
+            cwd = str(self.dir)
+            if "exec" in probe:
+                try:
+                    _, env, cwd = self._command(spec)
+                    subst = self._substitution(spec)
+                    argv = [subst.apply(a) for a in probe["exec"].get("command") or []]
+                    if argv:
+                        argv[0] = _executable(argv[0], env["PATH"])
+                except (podenv.ConfigError, OSError):
+                    return False
+            return await probes.probe_once(
+                probe,
+                pod_ip=self.ip,
+                ports=ports,
+                argv=argv,
+                env=env,
+                cwd=cwd,
+                http=self.ctx.http,
+                limit_s=limit_s,
+            )
+
+        startup = spec.get("startupProbe")
+        if startup:
+            sched = probes.ProbeSchedule(startup, initial=False, period_cap=cap)
+            await asyncio.sleep(sched.delay)
+            while not sched.result:
+                ok = await check(startup, sched.timeout)
+                sched.record(ok)
+                if not ok and sched.failures >= int(startup.get("failureThreshold", 3)):
+                    await self._kill_container(proc)
+                    return
+                if not sched.result:
+                    await asyncio.sleep(sched.period)
+            state.started = True
+            state.ready = "readinessProbe" not in spec
+            self._changed()
+        readiness, liveness = spec.get("readinessProbe"), spec.get("livenessProbe")
+        loops = []
+        if readiness:
+            loops.append(self._probe_kind(readiness, False, cap, check, state, proc, "readiness"))
+        if liveness:
+            loops.append(self._probe_kind(liveness, True, cap, check, state, proc, "liveness"))
+        await asyncio.gather(*loops)
+
+    async def _probe_kind(
+        self,
+        probe: Mapping[str, Any],
+        initial: bool,
+        cap: float | None,
+        check: Callable[[Mapping[str, Any], float], Awaitable[bool]],
+        state: ContainerState,
+        proc: asyncio.subprocess.Process,
+        kind: str,
+    ) -> None:
+        sched = probes.ProbeSchedule(probe, initial=initial, period_cap=cap)
+        await asyncio.sleep(sched.delay)
+        while proc.returncode is None:
+            flipped = sched.record(await check(probe, sched.timeout))
+            if flipped and kind == "readiness":
+                state.ready = sched.result
+                self._changed()
+            if flipped and kind == "liveness" and not sched.result:
+                await self._kill_container(proc)
+                return
+            await asyncio.sleep(sched.period)
+
+    async def _kill_container(self, proc: asyncio.subprocess.Process) -> None:
+        """A failed liveness/startup probe: stop the container as on deletion."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), self._grace())
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    async def _terminate(self, grace: float) -> None:
+        running = [p for p in self.procs.values() if p.returncode is None]
+        for proc in running:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        if running:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(p.wait() for p in running)), grace)
+        for proc in self.procs.values():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        for proc in running:
+            await proc.wait()
+
+    async def _status_loop(self) -> None:
+        """Report the pod's status whenever something changed (coalesced)."""
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            status = pod_status(
+                self.pod,
+                init=self.init,
+                containers=self.containers,
+                initialized=self.initialized,
+                init_failed=self.init_failed,
+                pod_ip=self.ip,
+                start_time=self.start_time,
+                now=now(),
+            )
+            ready = (
+                not self.deleting.is_set()
+                and all(c.ready for c in self.containers)
+                and bool(self.containers)
+            )
+            if ready != self._ready:
+                self._ready = ready
+                self.ctx.events.emit("ready" if ready else "not-ready", **self._who())
+            if self.gone.is_set():
+                return
+            try:
+                await self.ctx.report(self.pod, status)
+            except Exception as exc:  # the next change reports again
+                log.warning("status of %s/%s not reported: %r", self.namespace, self.name, exc)
+                await asyncio.sleep(0.5)
+                self._dirty.set()

@@ -1,0 +1,125 @@
+"""Child processes that never outlive their parent, and stopping them by PID.
+
+Every process the harness or the realiser starts runs in its own session (so a
+signal to its group reaches its children too) and asks the kernel to SIGKILL it
+when the thread that started it dies (``prctl(PR_SET_PDEATHSIG)``), so even a
+SIGKILLed realiser leaves nothing behind. Each start is also recorded as a line
+of JSON (pid, process start time, name) in a ledger file, which lets the harness
+double-check by PID — and by start time, so a recycled PID is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """A ``preexec_fn``: SIGKILL this child when its parent thread exits. If the
+    parent is already gone (it died between fork and here), exit at once."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field
+    22), which with the PID identifies one process; None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[19])
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    pid: int
+    started: int  # start_time() when recorded
+    name: str
+
+    def alive(self) -> bool:
+        """Still the same process, and not a zombie."""
+        return start_time(self.pid) == self.started and not is_zombie(self.pid)
+
+    def group_alive(self) -> bool:
+        """Anything left in its process group (it leads one: its own session)."""
+        if self.alive():
+            return True
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    if int(fields[2]) == self.pid and fields[0] not in ("Z", "X"):
+                        return True
+        return False
+
+    def signal_group(self, sig: int) -> None:
+        """Signal its whole group — unless the leader is gone and its PID reused."""
+        leader = start_time(self.pid)
+        if leader is not None and leader != self.started:
+            return  # the PID is someone else's now
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
+
+
+def record(pid: int, name: str) -> ProcessRecord:
+    return ProcessRecord(pid, start_time(pid) or 0, name)
+
+
+class Ledger:
+    """An append-only file of the processes one component started."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def add(self, rec: ProcessRecord) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps({"pid": rec.pid, "started": rec.started, "name": rec.name}) + "\n")
+
+    def records(self) -> Iterator[ProcessRecord]:
+        if not self.path.exists():
+            return
+        for line in self.path.read_text().splitlines():
+            with contextlib.suppress(ValueError, KeyError):
+                data = json.loads(line)
+                yield ProcessRecord(int(data["pid"]), int(data["started"]), str(data["name"]))
+
+
+def stop_groups(records: list[ProcessRecord], grace: float) -> list[ProcessRecord]:
+    """SIGTERM every live group, SIGKILL what is left after ``grace`` seconds; the
+    records whose groups still had processes after that (should be none)."""
+    live = [r for r in records if r.group_alive()]
+    for rec in live:
+        rec.signal_group(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while live and time.monotonic() < deadline:
+        time.sleep(0.05)
+        live = [r for r in live if r.group_alive()]
+    for rec in live:
+        rec.signal_group(signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while live and time.monotonic() < deadline:
+        time.sleep(0.05)
+        live = [r for r in live if r.group_alive()]
+    return live

@@ -1,0 +1,653 @@
+"""The pod realiser: this machine as one Kubernetes node behind the emulator.
+
+``python -m rocketcluster.e2e.kube.realiser --api URL --dir DIR`` watches the API
+server and plays, for every namespace:
+
+- the StatefulSet and Deployment controllers (the pure plans of
+  :mod:`statefulsets` and :mod:`deployments`, carried out here);
+- a volume provisioner: every claim is bound at once to ``DIR/volumes/<ns>/<claim>``
+  and protected (``kubernetes.io/pvc-protection``) while a pod uses it; the
+  directory goes with the claim object;
+- kubelet (:mod:`kubelet`): every pod runs as local processes with an address of
+  its own; the realiser puts its finalizer on each pod, so a deletion waits for the
+  processes to be gone before the pod object goes;
+- DNS and kube-proxy (:mod:`network`, :mod:`proxy`): ``DIR/hosts.json``, Endpoints
+  objects, and a TCP proxy per ClusterIP Service port.
+
+Everything is level-triggered: each change seen through the watches (or a pod's
+own status change) runs one reconcile pass over everything, as do ticks every
+half second. Events go to ``DIR/events.jsonl``; the control API's port and the
+realiser's pid to ``DIR/realiser.json``; every process started to
+``DIR/processes.jsonl``. SIGTERM stops every process (SIGTERM, then SIGKILL) and
+leaves the API objects as they are, as a node that goes down would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import aiohttp.web
+import httpx
+
+from rocketcluster.e2e.kube import labels, network
+from rocketcluster.e2e.kube.cache import Cache, run_informer
+from rocketcluster.e2e.kube.client import JSON_PATCH, KubeClient, KubeError
+from rocketcluster.e2e.kube.control import control_app
+from rocketcluster.e2e.kube.deployments import plan_deployment
+from rocketcluster.e2e.kube.events import EventLog
+from rocketcluster.e2e.kube.kubelet import NodeContext, PodWorker, now
+from rocketcluster.e2e.kube.processes import Ledger
+from rocketcluster.e2e.kube.proxy import Endpoint, Picker, PortKey, ServiceProxies
+from rocketcluster.e2e.kube.resources import BUILTINS, ResourceType
+from rocketcluster.e2e.kube.statefulsets import plan_statefulset, revision_of
+from rocketcluster.e2e.kube.templates import (
+    SAFE_ALPHABET,
+    is_ready,
+    is_terminating,
+    owner_reference,
+)
+from rocketcluster.e2e.kube.volumes import claim_dir, remove_tree
+
+log = logging.getLogger("rocketcluster.realiser")
+
+FINALIZER = "rocketcluster.io/realiser"
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+NODE_NAME = "realiser"
+WATCHED = (
+    "namespaces",
+    "pods",
+    "statefulsets",
+    "deployments",
+    "services",
+    "endpoints",
+    "configmaps",
+    "secrets",
+    "persistentvolumeclaims",
+)
+TICK_S = 0.5
+
+
+def _atomic_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def _selects(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    selector = (service.get("spec") or {}).get("selector")
+    if not selector:
+        return False
+    same_ns = service["metadata"].get("namespace") == pod["metadata"].get("namespace")
+    return same_ns and labels.matches(
+        labels.from_match_labels(selector), pod["metadata"].get("labels")
+    )
+
+
+def _serves(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """Whether the Service sends traffic to the pod: Ready, or any live pod when the
+    Service publishes not-ready addresses (what Raft peers and replicas need)."""
+    publish = bool((service.get("spec") or {}).get("publishNotReadyAddresses"))
+    return (publish or is_ready(pod)) and not is_terminating(pod)
+
+
+def _target_port(pod: Mapping[str, Any], target: Any) -> int | None:
+    if isinstance(target, int) or (isinstance(target, str) and target.isdigit()):
+        return int(target)
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            if port.get("name") == target:
+                return int(port["containerPort"])
+    return None
+
+
+class Realiser:
+    def __init__(
+        self,
+        api_url: str,
+        directory: Path,
+        *,
+        probe_period_cap: float | None = None,
+        node_name: str = NODE_NAME,
+    ) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.dir = directory
+        self.types: dict[str, ResourceType] = {
+            rt.plural: rt for rt in BUILTINS if rt.plural in WATCHED
+        }
+        self.client = KubeClient(self.api_url)
+        self.cache = Cache()
+        self.pod_ips = network.IpAllocator(network.POD_NETWORK)
+        self.workers: dict[str, PodWorker] = {}
+        self.revisions: dict[str, dict[str, Any]] = {}
+        self.claims_bound: set[tuple[str, str]] = set()
+        self.host_names: dict[str, str] = {}
+        self.proxies = ServiceProxies()
+        self.rng = random.Random()
+        self.wake = asyncio.Event()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.events = EventLog(directory / "events.jsonl")
+        self.ledger = Ledger(directory / "processes.jsonl")
+        self.http = httpx.AsyncClient(verify=False)
+        self.ctx = NodeContext(
+            root=directory,
+            api_url=self.api_url,
+            node_name=node_name,
+            events=self.events,
+            ledger=self.ledger,
+            http=self.http,
+            inputs=self,
+            report=self._report,
+            probe_period_cap=probe_period_cap,
+        )
+
+    # --- what pods read (kubelet.PodInputs) ----------------------------------------
+
+    def _by_name(self, plural: str, namespace: str) -> dict[str, Mapping[str, Any]]:
+        return {o["metadata"]["name"]: o for o in self.cache.list(plural, namespace)}
+
+    def configmaps(self, namespace: str) -> Mapping[str, Mapping[str, Any]]:
+        return self._by_name("configmaps", namespace)
+
+    def secrets(self, namespace: str) -> Mapping[str, Mapping[str, Any]]:
+        return self._by_name("secrets", namespace)
+
+    def services(self, namespace: str) -> list[Mapping[str, Any]]:
+        return list(self.cache.list("services", namespace))
+
+    def claim_exists(self, namespace: str, name: str) -> bool:
+        claim = self.cache.get("persistentvolumeclaims", namespace, name)
+        return claim is not None and (claim.get("status") or {}).get("phase") == "Bound"
+
+    def pod_ip(self, namespace: str, name: str) -> str:
+        return self.pod_ips.allocate(f"{namespace}/{name}")
+
+    def _cluster_ip_service(self, namespace: str, name: str) -> bool:
+        svc = self.cache.get("services", namespace, name)
+        return svc is not None and not network.is_headless(svc)
+
+    def resolve(self, name: str) -> str | None:
+        return network.resolver(self.host_names, self._cluster_ip_service, self.pod_ip)(name)
+
+    # --- the control API (control.Controls) ----------------------------------------
+
+    def pods(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "namespace": w.namespace,
+                "name": w.name,
+                "uid": w.uid,
+                "ip": w.ip,
+                "pids": w.pids(),
+                "ready": w.ready,
+            }
+            for w in self.workers.values()
+        ]
+
+    def kill(self, namespace: str, name: str) -> list[int] | None:
+        for worker in self.workers.values():
+            if (worker.namespace, worker.name) == (namespace, name) and not worker.gone.is_set():
+                return worker.kill()
+        return None
+
+    def hosts(self) -> dict[str, str]:
+        return dict(self.host_names)
+
+    # --- API writes, answers into the cache ----------------------------------------
+
+    async def _write(
+        self, plural: str, coro: Any, *, deleting: bool = False
+    ) -> dict[str, Any] | None:
+        """Await one write; its answer goes into the cache at once (a deletion that
+        completed removes the object) so the next pass does not repeat it."""
+        try:
+            obj: dict[str, Any] | None = await coro
+        except KubeError as exc:
+            if exc.code not in (404, 409):
+                log.warning("%s write refused: %s", plural, exc)
+            return None
+        if obj is None or obj.get("kind") == "Status" or "metadata" not in obj:
+            return obj
+        if deleting and not obj["metadata"].get("deletionTimestamp"):
+            self.cache.remove(plural, obj)
+        else:
+            self.cache.put(plural, obj)
+        return obj
+
+    async def _report(self, pod: Mapping[str, Any], status: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        cached = self.cache.get("pods", meta["namespace"], meta["name"])
+        if cached is None or cached["metadata"]["uid"] != meta["uid"]:
+            return
+        if cached.get("status") == status:
+            return
+        rt = self.types["pods"]
+        await self._write(
+            "pods",
+            self.client.patch(
+                rt, meta["namespace"], meta["name"], {"status": status}, subresource="status"
+            ),
+        )
+
+    # --- reconcile -----------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        for step in (
+            self._kubelet,
+            self._claims,
+            self._statefulsets,
+            self._deployments,
+            self._network,
+        ):
+            try:
+                await step()
+            except Exception:
+                log.exception("reconcile step %s failed", step.__name__)
+
+    async def _kubelet(self) -> None:
+        rt = self.types["pods"]
+        seen = set()
+        for pod in self.cache.list("pods"):
+            meta = pod["metadata"]
+            uid, ns, name = meta["uid"], meta["namespace"], meta["name"]
+            seen.add(uid)
+            worker = self.workers.get(uid)
+            if worker is not None:
+                worker.update(pod)
+                continue
+            finalizers = list(meta.get("finalizers") or [])
+            written: dict[str, Any] | None = None
+            if is_terminating(pod):
+                if FINALIZER in finalizers:  # nothing of it runs here: let it go
+                    await self._drop_finalizer("pods", pod, FINALIZER)
+                continue
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            if FINALIZER not in finalizers or not (pod.get("spec") or {}).get("nodeName"):
+                patch = {
+                    "metadata": {"finalizers": [*finalizers, FINALIZER]}
+                    if FINALIZER not in finalizers
+                    else {},
+                    "spec": {"nodeName": self.ctx.node_name},
+                }
+                written = await self._write("pods", self.client.patch(rt, ns, name, patch))
+                if written is None:
+                    continue
+            worker = PodWorker(written or pod, self.pod_ip(ns, name), self.ctx)
+            self.workers[uid] = worker
+            worker.start()
+            if worker.task is not None:
+                worker.task.add_done_callback(lambda _: self.wake.set())
+        for uid, worker in list(self.workers.items()):
+            if uid not in seen:
+                worker.vanished()
+            if worker.gone.is_set():
+                del self.workers[uid]
+                cached = self.cache.get("pods", worker.namespace, worker.name)
+                if cached is not None and cached["metadata"]["uid"] == uid:
+                    await self._drop_finalizer("pods", cached, FINALIZER)
+                self.events.emit(
+                    "pod-deleted",
+                    namespace=worker.namespace,
+                    pod=worker.name,
+                    uid=uid,
+                    ip=worker.ip,
+                )
+                remove_tree(worker.dir)
+        for worker in self.workers.values():
+            worker.refresh_files()
+
+    async def _drop_finalizer(self, plural: str, obj: Mapping[str, Any], name: str) -> None:
+        meta = obj["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if name not in finalizers:
+            return
+        index = finalizers.index(name)
+        ops = [
+            {"op": "test", "path": f"/metadata/finalizers/{index}", "value": name},
+            {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+        ]
+        await self._write(
+            plural,
+            self.client.patch(
+                self.types[plural],
+                meta.get("namespace"),
+                meta["name"],
+                ops,
+                content_type=JSON_PATCH,
+            ),
+        )
+
+    async def _claims(self) -> None:
+        rt = self.types["persistentvolumeclaims"]
+        live = set()
+        pods = self.cache.list("pods")
+        for claim in self.cache.list("persistentvolumeclaims"):
+            meta = claim["metadata"]
+            ns, name = meta["namespace"], meta["name"]
+            live.add((ns, name))
+            if is_terminating(claim):
+                in_use = any(
+                    p["metadata"]["namespace"] == ns
+                    and any(
+                        (v.get("persistentVolumeClaim") or {}).get("claimName") == name
+                        for v in (p.get("spec") or {}).get("volumes") or []
+                    )
+                    for p in pods
+                )
+                if not in_use:
+                    await self._drop_finalizer("persistentvolumeclaims", claim, PVC_PROTECTION)
+                continue
+            if (claim.get("status") or {}).get("phase") == "Bound":
+                self.claims_bound.add((ns, name))
+                continue
+            claim_dir(self.dir, ns, name).mkdir(parents=True, exist_ok=True)
+            finalizers = list(meta.get("finalizers") or [])
+            patch = {
+                "metadata": {
+                    "finalizers": [*finalizers, PVC_PROTECTION]
+                    if PVC_PROTECTION not in finalizers
+                    else finalizers
+                },
+                "spec": {"volumeName": f"pvc-{meta['uid']}"},
+            }
+            if await self._write(rt.plural, self.client.patch(rt, ns, name, patch)) is None:
+                continue
+            spec = claim.get("spec") or {}
+            storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
+            status = {
+                "status": {
+                    "phase": "Bound",
+                    "capacity": {"storage": storage},
+                    "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
+                }
+            }
+            await self._write(
+                rt.plural, self.client.patch(rt, ns, name, status, subresource="status")
+            )
+            self.claims_bound.add((ns, name))
+            self.events.emit(
+                "pvc-created", namespace=ns, claim=name, path=str(claim_dir(self.dir, ns, name))
+            )
+        if "persistentvolumeclaims" in self.cache.synced:
+            for ns, name in sorted(self.claims_bound - live):
+                self.claims_bound.discard((ns, name))
+                remove_tree(claim_dir(self.dir, ns, name))
+                self.events.emit("pvc-deleted", namespace=ns, claim=name)
+
+    async def _statefulsets(self) -> None:
+        pods_rt, claims_rt = self.types["pods"], self.types["persistentvolumeclaims"]
+        rt = self.types["statefulsets"]
+        for sts in self.cache.list("statefulsets"):
+            if is_terminating(sts):
+                continue
+            meta = sts["metadata"]
+            ns = meta["namespace"]
+            template = (sts.get("spec") or {}).get("template") or {}
+            self.revisions[revision_of(sts, template)] = template
+            plan = plan_statefulset(
+                sts,
+                self.cache.list("pods", ns),
+                self.cache.list("persistentvolumeclaims", ns),
+                revisions=self.revisions,
+                finalizers=(FINALIZER,),
+            )
+            for claim in plan.create_claims:
+                await self._write(
+                    "persistentvolumeclaims", self.client.create(claims_rt, ns, claim)
+                )
+            for pod in plan.create_pods:
+                await self._write("pods", self.client.create(pods_rt, ns, pod))
+            for name in plan.delete_pods:
+                await self._write("pods", self.client.delete(pods_rt, ns, name), deleting=True)
+            for name in plan.delete_claims:
+                await self._write(
+                    "persistentvolumeclaims", self.client.delete(claims_rt, ns, name), deleting=True
+                )
+            for name, owners in plan.claim_owners.items():
+                await self._write(
+                    "persistentvolumeclaims",
+                    self.client.patch(
+                        claims_rt, ns, name, {"metadata": {"ownerReferences": owners or None}}
+                    ),
+                )
+            await self._status(rt, sts, plan.status)
+
+    async def _status(
+        self, rt: ResourceType, obj: Mapping[str, Any], status: dict[str, Any]
+    ) -> None:
+        current = obj.get("status") or {}
+        if all(current.get(k) == v for k, v in status.items()):
+            return
+        meta = obj["metadata"]
+        await self._write(
+            rt.plural,
+            self.client.patch(
+                rt, meta["namespace"], meta["name"], {"status": status}, subresource="status"
+            ),
+        )
+
+    async def _deployments(self) -> None:
+        pods_rt, rt = self.types["pods"], self.types["deployments"]
+
+        def suffix() -> str:
+            return "".join(self.rng.choice(SAFE_ALPHABET) for _ in range(5))
+
+        for deploy in self.cache.list("deployments"):
+            if is_terminating(deploy):
+                continue
+            ns = deploy["metadata"]["namespace"]
+            plan = plan_deployment(
+                deploy,
+                self.cache.list("pods", ns),
+                suffix=suffix,
+                now=now(),
+                finalizers=(FINALIZER,),
+            )
+            for name in plan.delete_pods:
+                await self._write("pods", self.client.delete(pods_rt, ns, name), deleting=True)
+            for pod in plan.create_pods:
+                await self._write("pods", self.client.create(pods_rt, ns, pod))
+            await self._status(rt, deploy, plan.status)
+
+    def _endpoints(self, svc: Mapping[str, Any], pods: list[dict[str, Any]]) -> list[Endpoint]:
+        out = []
+        port_spec = svc.get("_port") or {}
+        for pod in pods:
+            if _selects(svc, pod) and _serves(svc, pod):
+                target = _target_port(pod, port_spec.get("targetPort", port_spec.get("port")))
+                if target is not None:
+                    out.append(
+                        (self.pod_ip(pod["metadata"]["namespace"], pod["metadata"]["name"]), target)
+                    )
+        return out
+
+    async def _network(self) -> None:
+        services = self.cache.list("services")
+        pods = self.cache.list("pods")
+        names = network.dns_names(
+            services,
+            pods,
+            self.cache.list("statefulsets"),
+            self.pod_ip,
+            serves=_serves,
+            selects=_selects,
+        )
+        if names != self.host_names:
+            self.host_names = names
+            _atomic_json(self.dir / "hosts.json", names)
+            for worker in self.workers.values():
+                worker.refresh_files()
+        wanted: dict[PortKey, Picker] = {}
+        for svc in services:
+            spec = svc.get("spec") or {}
+            ip = spec.get("clusterIP")
+            if not ip or ip == "None" or not spec.get("selector"):
+                continue
+            for port in spec.get("ports") or []:
+                if port.get("protocol", "TCP") != "TCP":
+                    continue
+                key = (
+                    f"{svc['metadata']['namespace']}/{svc['metadata']['name']}",
+                    ip,
+                    int(port["port"]),
+                )
+                wanted[key] = self._picker(
+                    svc["metadata"]["namespace"], svc["metadata"]["name"], port
+                )
+        await self.proxies.sync(wanted)
+        for svc in services:
+            await self._write_endpoints(svc, pods)
+
+    def _picker(self, namespace: str, name: str, port: Mapping[str, Any]) -> Picker:
+        def pick() -> list[Endpoint]:
+            svc = self.cache.get("services", namespace, name)
+            if svc is None:
+                return []
+            return self._endpoints({**svc, "_port": port}, self.cache.list("pods", namespace))
+
+        return pick
+
+    async def _write_endpoints(self, svc: Mapping[str, Any], pods: list[dict[str, Any]]) -> None:
+        spec, meta = svc.get("spec") or {}, svc["metadata"]
+        if not spec.get("selector"):
+            return
+        ns = meta["namespace"]
+        ready: list[dict[str, Any]] = []
+        not_ready: list[dict[str, Any]] = []
+        for pod in pods:
+            if not _selects(svc, pod) or is_terminating(pod):
+                continue
+            address: dict[str, Any] = {
+                "ip": self.pod_ip(ns, pod["metadata"]["name"]),
+                "nodeName": self.ctx.node_name,
+                "targetRef": {
+                    "kind": "Pod",
+                    "namespace": ns,
+                    "name": pod["metadata"]["name"],
+                    "uid": pod["metadata"]["uid"],
+                },
+            }
+            if (pod.get("spec") or {}).get("hostname"):
+                address["hostname"] = pod["spec"]["hostname"]
+            (ready if _serves(svc, pod) else not_ready).append(address)
+        sample = next(iter(p for p in pods if _selects(svc, p)), None)
+        ports = []
+        for port in spec.get("ports") or []:
+            target = _target_port(sample, port.get("targetPort")) if sample else None
+            entry = {"port": target or port.get("port"), "protocol": port.get("protocol", "TCP")}
+            if port.get("name"):
+                entry["name"] = port["name"]
+            ports.append(entry)
+        subset: dict[str, Any] = {"ports": ports}
+        if ready:
+            subset["addresses"] = ready
+        if not_ready:
+            subset["notReadyAddresses"] = not_ready
+        subsets = [subset] if ready or not_ready else []
+        current = self.cache.get("endpoints", ns, meta["name"])
+        rt = self.types["endpoints"]
+        if current is None:
+            body = {
+                "metadata": {
+                    "name": meta["name"],
+                    "namespace": ns,
+                    "labels": dict(meta.get("labels") or {}),
+                    "ownerReferences": [owner_reference(svc, controller=False)],
+                },
+                "subsets": subsets,
+            }
+            await self._write("endpoints", self.client.create(rt, ns, body))
+        elif (current.get("subsets") or []) != subsets:
+            await self._write(
+                "endpoints", self.client.patch(rt, ns, meta["name"], {"subsets": subsets})
+            )
+
+    # --- life cycle ----------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        runner = aiohttp.web.AppRunner(control_app(self))
+        await runner.setup()
+        site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        informers = [
+            asyncio.ensure_future(run_informer(self.client, self.cache, rt))
+            for rt in self.types.values()
+        ]
+        try:
+            while set(self.types) - self.cache.synced and not stop.is_set():  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+            await self.reconcile()
+            _atomic_json(
+                self.dir / "realiser.json",
+                {
+                    "pid": os.getpid(),
+                    "port": port,
+                    "api": self.api_url,
+                    "control": f"http://127.0.0.1:{port}",
+                },
+            )
+            while not stop.is_set():
+                waiters = [
+                    asyncio.ensure_future(e.wait()) for e in (self.cache.changed, self.wake, stop)
+                ]
+                await asyncio.wait(waiters, timeout=TICK_S, return_when=asyncio.FIRST_COMPLETED)
+                for waiter in waiters:
+                    waiter.cancel()
+                self.cache.changed.clear()
+                self.wake.clear()
+                if not stop.is_set():
+                    await self.reconcile()
+        finally:
+            for task in informers:
+                task.cancel()
+            await asyncio.gather(
+                *(w.shutdown() for w in self.workers.values()), return_exceptions=True
+            )
+            await self.proxies.close()
+            await runner.cleanup()
+            await self.client.close()
+            await self.http.aclose()
+            self.events.close()
+
+
+async def _main(args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    realiser = Realiser(
+        args.api, args.dir, probe_period_cap=args.probe_period_cap, node_name=args.node_name
+    )
+    await realiser.run(stop)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Realise the emulator's pods as processes.")
+    parser.add_argument("--api", required=True, help="the API server's URL")
+    parser.add_argument("--dir", required=True, type=Path, help="state, logs, volumes")
+    parser.add_argument(
+        "--probe-period-cap",
+        type=float,
+        default=None,
+        help="run probes at least this often (seconds)",
+    )
+    parser.add_argument("--node-name", default=NODE_NAME)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_main(args))
+
+
+if __name__ == "__main__":
+    main()

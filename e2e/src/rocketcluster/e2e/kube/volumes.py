@@ -1,0 +1,150 @@
+"""A pod's volumes as host directories.
+
+- ``configMap`` / ``secret`` (decoded) / ``downwardAPI`` / ``projected`` (configMap,
+  secret, downwardAPI, serviceAccountToken sources): files computed by
+  :func:`volume_files` (pure), written by :func:`write_files` — each file atomically,
+  stale keys removed — and rewritten whenever their content changes, like kubelet's
+  sync without its delay. ConfigMap and Secret file contents go through the pod's
+  :class:`Substitution` (paths, DNS names, ``0.0.0.0``);
+- ``persistentVolumeClaim``: ``DIR/volumes/<ns>/<claim>``, which outlives the pod
+  and is removed only with the claim object;
+- ``emptyDir``: a directory of this pod instance, gone with it;
+- ``hostPath``: the path itself.
+
+``subPath`` mounts resolve to a path inside the volume's directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rocketcluster.e2e.kube.podenv import ConfigError, configmap_data, field_value
+
+TOKEN = "rocketcluster-emulator-token"  # the emulator does not authenticate
+
+Files = dict[str, tuple[bytes, bool]]  # relative path → (content, substitute it?)
+
+
+def _keyed(
+    kind: str,
+    source: Mapping[str, Any],
+    objects: Mapping[str, Mapping[str, Any]],
+    name_key: str,
+) -> Files:
+    name = source.get(name_key, "")
+    obj = objects.get(name)
+    if obj is None:
+        if source.get("optional"):
+            return {}
+        raise ConfigError(f'{kind} "{name}" not found')
+    if kind == "Secret":
+        data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+    else:
+        data = {k: str(v).encode() for k, v in configmap_data(obj).items()}
+        data.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
+    items = source.get("items")
+    if not items:
+        return {k: (v, True) for k, v in data.items()}
+    out: Files = {}
+    for item in items:
+        if item["key"] not in data:
+            if source.get("optional"):
+                continue
+            raise ConfigError(f"configmap/secret {name}: no key {item['key']!r}")
+        out[item.get("path", item["key"])] = (data[item["key"]], True)
+    return out
+
+
+def _downward(items: list[Mapping[str, Any]], pod: Mapping[str, Any], pod_ip: str) -> Files:
+    out: Files = {}
+    for item in items:
+        if "fieldRef" in item:
+            value = field_value(pod, item["fieldRef"]["fieldPath"], pod_ip, "realiser")
+        else:
+            value = "0"
+        out[item["path"]] = (value.encode(), False)
+    return out
+
+
+def volume_files(
+    volume: Mapping[str, Any],
+    *,
+    pod: Mapping[str, Any],
+    configmaps: Mapping[str, Mapping[str, Any]],
+    secrets: Mapping[str, Mapping[str, Any]],
+    pod_ip: str,
+) -> Files | None:
+    """The files of a content volume; None for directory volumes."""
+    if "configMap" in volume:
+        return _keyed("ConfigMap", volume["configMap"], configmaps, "name")
+    if "secret" in volume:
+        return _keyed("Secret", volume["secret"], secrets, "secretName")
+    if "downwardAPI" in volume:
+        return _downward(volume["downwardAPI"].get("items") or [], pod, pod_ip)
+    if "projected" in volume:
+        out: Files = {}
+        for source in volume["projected"].get("sources") or []:
+            if "configMap" in source:
+                out.update(_keyed("ConfigMap", source["configMap"], configmaps, "name"))
+            elif "secret" in source:
+                out.update(_keyed("Secret", source["secret"], secrets, "name"))
+            elif "downwardAPI" in source:
+                out.update(_downward(source["downwardAPI"].get("items") or [], pod, pod_ip))
+            elif "serviceAccountToken" in source:
+                out[source["serviceAccountToken"].get("path", "token")] = (TOKEN.encode(), False)
+        return out
+    return None
+
+
+def claim_dir(root: Path, namespace: str, claim: str) -> Path:
+    return root / "volumes" / namespace / claim
+
+
+def host_dir(volume: Mapping[str, Any], *, root: Path, pod_dir: Path, namespace: str) -> Path:
+    """Where a volume lives on the host."""
+    if "persistentVolumeClaim" in volume:
+        return claim_dir(root, namespace, volume["persistentVolumeClaim"]["claimName"])
+    if "hostPath" in volume:
+        return Path(str(volume["hostPath"]["path"]))
+    return pod_dir / "volumes" / str(volume["name"])
+
+
+def serviceaccount_files(namespace: str) -> Files:
+    return {
+        "token": (TOKEN.encode(), False),
+        "namespace": (namespace.encode(), False),
+        "ca.crt": (b"", False),
+    }
+
+
+def write_files(directory: Path, files: Files, transform: Callable[[bytes], bytes]) -> bool:
+    """Make ``directory`` hold exactly ``files`` (content transformed where marked);
+    True if anything changed. Each file is replaced atomically."""
+    directory.mkdir(parents=True, exist_ok=True)
+    changed = False
+    wanted = set()
+    for rel, (content, substitute) in files.items():
+        path = directory / rel
+        wanted.add(path)
+        data = transform(content) if substitute else content
+        if path.is_file() and path.read_bytes() == data:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        changed = True
+    for path in list(directory.rglob("*")):
+        if path.is_file() and path not in wanted and not path.name.startswith("."):
+            path.unlink()
+            changed = True
+    return changed
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
