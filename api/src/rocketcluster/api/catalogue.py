@@ -1,7 +1,15 @@
-"""RocketTopic and RocketConsumerGroup (``rocketcluster.io/v1alpha1``): topics and
+"""The catalogue and the resources that fill it.
+
+:class:`Catalogue` is what the controllers keep for a whole cluster beside replica
+info: its topics, consumer groups and broker groups (the endpoint routes advertise
+for each, and whether it takes writes). Brokers serve from it, so a topic added, a
+group scaled out or a group write-disabled for a drain reaches every broker without
+a restart.
+
+RocketTopic and RocketConsumerGroup (``rocketcluster.io/v1alpha1``) are topics and
 consumer groups managed as custom resources (GitOps), beside ``spec.topics`` and
-``spec.consumerGroups`` of a RocketCluster. The operator puts them into the
-controllers' catalogue, from which every broker group serves them."""
+``spec.consumerGroups`` of a RocketCluster; the operator puts both into the
+catalogue."""
 
 from __future__ import annotations
 
@@ -14,6 +22,34 @@ from rocketcluster.api.status import CatalogueStatus
 from rocketcluster.api.topics import ConsumerGroupSpec, MessageType, TopicSpec
 
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class BrokerGroupEntry(BaseModel):
+    """A broker group as routes show it."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    endpoint: str = Field(default="", description="host:port that follows the master")
+    writable: bool = Field(
+        default=True, description="false while the group is drained: routes offer it read-only"
+    )
+
+
+class Catalogue(BaseModel):
+    """The cluster's catalogue; ``version`` rises with every change."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    version: int = 0
+    topics: list[TopicSpec] = Field(default_factory=list)
+    consumer_groups: list[ConsumerGroupSpec] = Field(default_factory=list, alias="consumerGroups")
+    groups: dict[str, BrokerGroupEntry] = Field(default_factory=dict)
+
+    def topic(self, name: str) -> TopicSpec | None:
+        return next((t for t in self.topics if t.name == name), None)
+
+    def consumer_group(self, name: str) -> ConsumerGroupSpec | None:
+        return next((g for g in self.consumer_groups if g.name == name), None)
 
 
 class _Spec(BaseModel):

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from rocketcluster.api.catalogue import Catalogue
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.api.generated.controller_pb2_grpc import ControllerServiceStub
 
@@ -122,10 +123,14 @@ class ControllerClient:
         return await self._leader_call(lambda s: s.ApplyBrokerId(request, timeout=self.timeout))
 
     async def register_broker(
-        self, cluster: str, group: str, broker_id: int, address: str
+        self, cluster: str, group: str, broker_id: int, address: str, client_endpoint: str = ""
     ) -> ControllerAnswer:
         request = cpb.RegisterBrokerRequest(
-            cluster=cluster, group=group, broker_id=broker_id, address=address
+            cluster=cluster,
+            group=group,
+            broker_id=broker_id,
+            address=address,
+            client_endpoint=client_endpoint,
         )
         return await self._leader_call(lambda s: s.RegisterBroker(request, timeout=self.timeout))
 
@@ -168,6 +173,15 @@ class ControllerClient:
             topic=topic, queues=queues, message_type=message_type, groups=groups or []
         )
         return await self._leader_call(lambda s: s.PutRoute(request, timeout=self.timeout))
+
+    async def get_catalogue(self, known_version: int = 0) -> Catalogue | None:
+        """The leader's catalogue, or None when ``known_version`` is still current.
+        Raises :class:`ControllerUnavailable` when no leader answers."""
+        request = cpb.GetCatalogueRequest(known_version=known_version)
+        answer = await self._leader_call(lambda s: s.GetCatalogue(request, timeout=self.timeout))
+        if not answer.ok:
+            raise ControllerUnavailable(f"catalogue refused: {answer.code} {answer.message}")
+        return None if answer.data is None else Catalogue.model_validate(answer.data)
 
     async def heartbeat_all(self, heartbeat: cpb.BrokerHeartbeat) -> dict[str, str]:
         """Heartbeat every member (each judges liveness if it becomes leader)."""

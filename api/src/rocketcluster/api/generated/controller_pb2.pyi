@@ -92,16 +92,18 @@ class ApplyBrokerIdRequest(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., address: _Optional[str] = ..., check_code: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster", "group", "broker_id", "address")
+    __slots__ = ("cluster", "group", "broker_id", "address", "client_endpoint")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     group: str
     broker_id: int
     address: str
-    def __init__(self, cluster: _Optional[str] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+    client_endpoint: str
+    def __init__(self, cluster: _Optional[str] = ..., group: _Optional[str] = ..., broker_id: _Optional[int] = ..., address: _Optional[str] = ..., client_endpoint: _Optional[str] = ...) -> None: ...
 
 class BrokerHeartbeat(_message.Message):
     __slots__ = ("cluster", "group", "broker_id", "address", "epoch", "max_offset", "confirm_offset", "election_priority", "timeout_ms", "seen_master_epoch")
@@ -172,6 +174,12 @@ class RoleChange(_message.Message):
     JSON_FIELD_NUMBER: _ClassVar[int]
     json: str
     def __init__(self, json: _Optional[str] = ...) -> None: ...
+
+class GetCatalogueRequest(_message.Message):
+    __slots__ = ("known_version",)
+    KNOWN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    known_version: int
+    def __init__(self, known_version: _Optional[int] = ...) -> None: ...
 
 class RouteRequest(_message.Message):
     __slots__ = ("topic", "queues", "message_type", "groups", "delete")

@@ -79,6 +79,11 @@ class ControllerServiceStub:
                 request_serializer=rocketcluster_dot_api_dot_generated_dot_controller__pb2.RouteRequest.SerializeToString,
                 response_deserializer=rocketcluster_dot_api_dot_generated_dot_controller__pb2.ControllerReply.FromString,
                 _registered_method=True)
+        self.GetCatalogue = channel.unary_unary(
+                '/rocketcluster.controller.v1.ControllerService/GetCatalogue',
+                request_serializer=rocketcluster_dot_api_dot_generated_dot_controller__pb2.GetCatalogueRequest.SerializeToString,
+                response_deserializer=rocketcluster_dot_api_dot_generated_dot_controller__pb2.ControllerReply.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -140,6 +145,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCatalogue(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -186,6 +197,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
             'PutRoute': grpc.unary_unary_rpc_method_handler(
                     servicer.PutRoute,
                     request_deserializer=rocketcluster_dot_api_dot_generated_dot_controller__pb2.RouteRequest.FromString,
+                    response_serializer=rocketcluster_dot_api_dot_generated_dot_controller__pb2.ControllerReply.SerializeToString,
+            ),
+            'GetCatalogue': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCatalogue,
+                    request_deserializer=rocketcluster_dot_api_dot_generated_dot_controller__pb2.GetCatalogueRequest.FromString,
                     response_serializer=rocketcluster_dot_api_dot_generated_dot_controller__pb2.ControllerReply.SerializeToString,
             ),
     }
@@ -431,6 +447,33 @@ class ControllerService:
             target,
             '/rocketcluster.controller.v1.ControllerService/PutRoute',
             rocketcluster_dot_api_dot_generated_dot_controller__pb2.RouteRequest.SerializeToString,
+            rocketcluster_dot_api_dot_generated_dot_controller__pb2.ControllerReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCatalogue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketcluster.controller.v1.ControllerService/GetCatalogue',
+            rocketcluster_dot_api_dot_generated_dot_controller__pb2.GetCatalogueRequest.SerializeToString,
             rocketcluster_dot_api_dot_generated_dot_controller__pb2.ControllerReply.FromString,
             options,
             channel_credentials,
