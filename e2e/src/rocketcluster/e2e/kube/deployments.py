@@ -10,6 +10,9 @@ directly), but pods carry the ``pod-template-hash`` label and are named
   ``replicas + maxSurge``; old pods are removed (not-Ready ones first) while the
   Ready count stays at least ``replicas - maxUnavailable``.
 
+Orphaned pods matching the selector are adopted (``adopt_pods``), as the
+ReplicaSet would adopt them after a deletion with ``propagationPolicy: Orphan``.
+
 The status carries replicas, updated/ready/available/unavailable counts,
 ``observedGeneration`` and the Available and Progressing conditions.
 """
@@ -22,10 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketcluster.e2e.kube.templates import (
+    adopted,
     controlled_by,
     is_finished,
     is_ready,
     is_terminating,
+    orphans,
     pod_from_template,
     template_hash,
 )
@@ -35,6 +40,7 @@ HASH_LABEL = "pod-template-hash"
 
 @dataclass
 class DeploymentPlan:
+    adopt_pods: list[str] = field(default_factory=list)  # orphans: give them an owner
     create_pods: list[dict[str, Any]] = field(default_factory=list)
     delete_pods: list[str] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
@@ -63,7 +69,8 @@ def plan_deployment(
     template = spec.get("template") or {}
     pod_hash = template_hash(template)
     strategy = spec.get("strategy") or {}
-    owned = [p for p in pods if controlled_by(p, deploy)]
+    adopt = orphans(deploy, pods)
+    owned = [p for p in pods if controlled_by(p, deploy)] + [adopted(p, deploy) for p in adopt]
     live = [p for p in owned if not is_terminating(p)]
 
     def current(p: Mapping[str, Any]) -> bool:
@@ -71,7 +78,7 @@ def plan_deployment(
 
     new = [p for p in live if current(p)]
     old = [p for p in owned if not current(p)]  # terminating ones too: Recreate waits
-    plan = DeploymentPlan()
+    plan = DeploymentPlan(adopt_pods=[p["metadata"]["name"] for p in adopt])
 
     def make() -> dict[str, Any]:
         return pod_from_template(

@@ -25,8 +25,10 @@ import asyncio
 import collections
 import contextlib
 import json
+import os
 import signal
 import sys
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,8 +37,8 @@ import aiohttp.web
 import kmock
 import yaml
 
-from rocketcluster.e2e.kube import discovery, labels, patches
-from rocketcluster.e2e.kube.network import SERVICE_NETWORK, IpAllocator
+from rocketcluster.e2e.kube import discovery, labels, patches, tables
+from rocketcluster.e2e.kube.network import SERVICE_NETWORK, IpAllocator, reserve_block
 from rocketcluster.e2e.kube.resources import Registry, ResourceType
 from rocketcluster.e2e.kube.store import ApiError, Change, Store
 
@@ -68,7 +70,10 @@ class Emulator(kmock.KubernetesEmulator):
     def __init__(self, *, pod_logs: Path | None = None) -> None:
         super().__init__()
         self.registry = Registry()
-        self._service_ips = IpAllocator(SERVICE_NETWORK)
+        # ClusterIPs from a block no other emulator on this host uses
+        block, lock = reserve_block(SERVICE_NETWORK)
+        weakref.finalize(self, os.close, lock)
+        self._service_ips = IpAllocator(block)
         self.store = Store(self.registry, allocate_ip=self._allocate_service_ip)
         self.history: collections.deque[Change] = collections.deque(maxlen=HISTORY)
         self.watchers: set[asyncio.Queue[Change]] = set()
@@ -207,6 +212,7 @@ class Emulator(kmock.KubernetesEmulator):
         strict = validation == "Strict"
         if method == "GET" and q.get("watch") in ("true", "1"):
             return await self._watch(raw, rt, namespace, name)
+        table = tables.wants_table(raw.headers.get("Accept", ""))
         if method == "GET" and name is None:
             items = self.store.list_objects(
                 rt,
@@ -214,6 +220,9 @@ class Emulator(kmock.KubernetesEmulator):
                 labels.parse_label_selector(q.get("labelSelector")),
                 labels.parse_field_selector(q.get("fieldSelector")),
             )
+            version = str(self.store.resource_version)
+            if table:
+                return self._json(tables.table(items, rt.printer_columns, version))
             return self._json(
                 {
                     "kind": rt.list_kind,
@@ -238,7 +247,11 @@ class Emulator(kmock.KubernetesEmulator):
         if sub == "scale":
             return await self._scale(rt, namespace, name, method, raw, body, dry_run)
         if method == "GET":
-            return self._json(self.store.get(rt, namespace, name))
+            obj = self.store.get(rt, namespace, name)
+            if table:
+                version = str(obj["metadata"].get("resourceVersion", ""))
+                return self._json(tables.table([obj], rt.printer_columns, version))
+            return self._json(obj)
         if method == "PUT":
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "the request body is not a JSON object")

@@ -57,7 +57,7 @@ class KubeHarness:
         probe_period_cap: float | None = None,
         start_timeout: float = START_TIMEOUT_S,
     ) -> None:
-        self.dir = directory
+        self.dir = directory.resolve()  # pods run elsewhere: every path they see is absolute
         self.realise = realise
         self.probe_period_cap = probe_period_cap
         self.start_timeout = start_timeout

@@ -12,9 +12,12 @@ A :class:`PodWorker` runs one pod instance (one uid) from start to finish:
    after a backoff of 1 s doubling to 8 s (reset once it ran 10 s), counting
    ``restartCount``; startup, readiness and liveness probes run while it runs (a
    failed liveness or startup probe restarts it);
-4. when the pod gets a ``deletionTimestamp``, every container gets SIGTERM, then
-   SIGKILL after the grace period; once the processes are gone the worker says so
-   (``pod-deleted``) and the realiser removes its finalizer.
+4. when the pod gets a ``deletionTimestamp`` — whatever stage it is in, a running
+   init container included — every container gets SIGTERM, then SIGKILL after the
+   grace period (liveness and startup probes stop, so no restart interferes); a
+   container being started at that moment is killed as it appears. Once every
+   process is gone the worker says so (``pod-deleted``) and the realiser removes
+   its finalizer.
 
 The image is not pulled or run: the executable is looked up on PATH (the
 interpreter's own directory first, so the workspace's console scripts are found).
@@ -111,7 +114,8 @@ class PodWorker:
         self._dirty = asyncio.Event()
         self._ready = False
         self._files_digest: int | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._supervisors: list[asyncio.Future[Any]] = []  # init, then one per container
         self.task: asyncio.Task[None] | None = None
 
     # --- what the realiser calls ---------------------------------------------------
@@ -168,10 +172,11 @@ class PodWorker:
     def _who(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "pod": self.name, "uid": self.uid, "ip": self.ip}
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
+    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Future[Any]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def _grace(self) -> float:
         meta, spec = self.pod["metadata"], self.pod.get("spec") or {}
@@ -187,18 +192,26 @@ class PodWorker:
         self.ctx.events.emit("pod-created", **self._who())
         self._spawn(self._status_loop())
         self._changed()
+        self._supervisors.append(self._spawn(self._start_containers()))
         try:
-            await self._prepare()
-            if not self.deleting.is_set():
-                await self._run_init()
-            if self.initialized and not self.deleting.is_set():
-                for spec, state in zip(self.specs, self.containers, strict=True):
-                    self._spawn(self._supervise(spec, state, init=False))
+            # A deletion interrupts whatever stage the pod is in (an init container
+            # that never ends included), as kubelet's does.
             await self.deleting.wait()
             await self._terminate(self._grace())
+            # "gone" only once no supervisor can start a process any more.
+            while not all(task.done() for task in self._supervisors):
+                await asyncio.gather(*self._supervisors, return_exceptions=True)
         finally:
             self.gone.set()
             self._changed()
+
+    async def _start_containers(self) -> None:
+        await self._prepare()
+        if not self.deleting.is_set():
+            await self._run_init()
+        if self.initialized and not self.deleting.is_set():
+            for spec, state in zip(self.specs, self.containers, strict=True):
+                self._supervisors.append(self._spawn(self._supervise(spec, state, init=False)))
 
     async def _prepare(self) -> None:
         while not self.deleting.is_set():
@@ -375,6 +388,9 @@ class PodWorker:
                 continue
             self.ctx.ledger.add(record(proc.pid, f"{self.namespace}/{self.name}/{spec['name']}"))
             self.procs[spec["name"]] = proc
+            if self.deleting.is_set():  # deleted while it was starting: it does not run
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
             began = time.monotonic()
             state.state, state.reason, state.message = "running", "", ""
             state.started_at, state.pid, state.exit_code, state.signal = now(), proc.pid, None, None
@@ -465,6 +481,8 @@ class PodWorker:
             sched = probes.ProbeSchedule(startup, initial=False, period_cap=cap)
             await asyncio.sleep(sched.delay)
             while not sched.result:
+                if self.deleting.is_set():  # kubelet stops startup probes on deletion
+                    return
                 ok = await check(startup, sched.timeout)
                 sched.record(ok)
                 if not ok and sched.failures >= int(startup.get("failureThreshold", 3)):
@@ -496,11 +514,13 @@ class PodWorker:
         sched = probes.ProbeSchedule(probe, initial=initial, period_cap=cap)
         await asyncio.sleep(sched.delay)
         while proc.returncode is None:
+            if kind == "liveness" and self.deleting.is_set():
+                return  # kubelet stops liveness probes on deletion: no restart mid-shutdown
             flipped = sched.record(await check(probe, sched.timeout))
             if flipped and kind == "readiness":
                 state.ready = sched.result
                 self._changed()
-            if flipped and kind == "liveness" and not sched.result:
+            if flipped and kind == "liveness" and not sched.result and not self.deleting.is_set():
                 await self._kill_container(proc)
                 return
             await asyncio.sleep(sched.period)

@@ -8,6 +8,11 @@ are keyed by name and kept for the life of the allocator: a StatefulSet pod that
 is recreated gets its old address back (its peers' configuration stays right), and
 no two live objects share one.
 
+The host is shared (several test sessions may each run an emulator and a
+realiser), so each allocator draws from a block of the network that its process
+holds alone: :func:`reserve_block` takes one under an ``flock``, which the kernel
+releases when the process ends, however it ends.
+
 The DNS side is :func:`dns_names` (what ``hosts.json`` lists) and
 :func:`resolver` (what substitution asks, which also answers for pods that do not
 exist yet, so a pod's configuration may name its peers before they start).
@@ -15,15 +20,23 @@ exist yet, so a pod's configuration may name its peers before they start).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import ipaddress
+import os
+import random
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from rocketcluster.api.kube import CLUSTER_DOMAIN
 
 POD_NETWORK = ipaddress.IPv4Network("127.10.0.0/16")
 SERVICE_NETWORK = ipaddress.IPv4Network("127.20.0.0/16")
+BLOCK_PREFIX = 20  # 16 blocks of ~4000 addresses in each network
+LOCK_DIR = Path(tempfile.gettempdir()) / "rocketcluster-kube-networks"
 
 
 class AddressesExhausted(RuntimeError):
@@ -65,6 +78,35 @@ class IpAllocator:
         ip = self._by_key.pop(key, None)
         if ip is not None:
             self._taken.discard(ip)
+
+
+def reserve_block(
+    parent: ipaddress.IPv4Network,
+    *,
+    prefix: int = BLOCK_PREFIX,
+    lock_dir: Path = LOCK_DIR,
+    rng: random.Random | None = None,
+) -> tuple[ipaddress.IPv4Network, int]:
+    """A block of ``parent`` that no other process on this host holds, and the
+    file descriptor whose lock holds it (close it, or exit, to let it go)."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        lock_dir.chmod(0o1777)  # shared by every user's sessions
+    blocks = list(parent.subnets(new_prefix=prefix))
+    (rng or random.Random()).shuffle(blocks)
+    for block in blocks:
+        path = lock_dir / f"{block.network_address}_{block.prefixlen}.lock"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return block, fd
+    raise AddressesExhausted(f"every /{prefix} block of {parent} is taken on this host")
 
 
 def service_names(name: str, namespace: str) -> list[str]:

@@ -4,9 +4,10 @@ endpoint, round robin.
 
 As with iptables, the choice is made per connection: a connection keeps its pod
 when the endpoints change (a relabelled pod keeps its old connections; new ones go
-elsewhere); a connection whose pod dies is closed, because its upstream is. With no
-Ready endpoint a connection is refused (closed at once). Headless Services get no
-listener. UDP is not proxied.
+elsewhere); a half-close (EOF) is passed on and the other direction kept open, as
+through NAT; a connection whose pod dies is closed, because its upstream is. With
+no Ready endpoint a connection is refused (closed at once). Headless Services get
+no listener. UDP is not proxied.
 """
 
 from __future__ import annotations
@@ -32,16 +33,19 @@ class _Listener:
     turn: int = 0
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """Copy until EOF, then pass the half-close on (a client may shut its sending
+    side and still wait for the answer, as through NAT); False if the connection
+    broke instead."""
     try:
         while data := await reader.read(BUFFER):
             writer.write(data)
             await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        with contextlib.suppress(Exception):
-            writer.close()
+        if writer.can_write_eof():
+            writer.write_eof()
+        return True
+    except (ConnectionError, OSError, RuntimeError):
+        return False
 
 
 class ServiceProxies:
@@ -70,7 +74,23 @@ class ServiceProxies:
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        pipes = [
+            asyncio.ensure_future(_pipe(reader, up_writer)),
+            asyncio.ensure_future(_pipe(up_reader, writer)),
+        ]
+        try:
+            # Both directions run to their EOF; a broken one ends the other at once.
+            pending: set[asyncio.Future[bool]] = set(pipes)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if not all(task.result() for task in done):
+                    break
+        finally:
+            for task in pipes:
+                task.cancel()
+            for stream in (writer, up_writer):
+                with contextlib.suppress(Exception):
+                    stream.close()
 
     async def sync(self, wanted: dict[PortKey, Picker]) -> None:
         """Listen on exactly the wanted (service, ip, port)s; ``wanted[key]()`` gives

@@ -52,6 +52,8 @@ from rocketcluster.e2e.kube.resources import BUILTINS, ResourceType
 from rocketcluster.e2e.kube.statefulsets import plan_statefulset, revision_of
 from rocketcluster.e2e.kube.templates import (
     SAFE_ALPHABET,
+    adopted,
+    is_finished,
     is_ready,
     is_terminating,
     owner_reference,
@@ -93,11 +95,26 @@ def _selects(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     )
 
 
-def _serves(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
-    """Whether the Service sends traffic to the pod: Ready, or any live pod when the
-    Service publishes not-ready addresses (what Raft peers and replicas need)."""
+def _listed(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """Whether the pod appears in the Service's Endpoints at all (ready or not), as
+    the endpoints controller decides: it has an address, has not finished, and is
+    not terminating — unless the Service publishes not-ready addresses."""
+    if is_finished(pod) or not (pod.get("status") or {}).get("podIP"):
+        return False
     publish = bool((service.get("spec") or {}).get("publishNotReadyAddresses"))
-    return (publish or is_ready(pod)) and not is_terminating(pod)
+    return publish or not is_terminating(pod)
+
+
+def _serves(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """Whether the Service sends traffic (and DNS answers) to the pod: a listed pod
+    that is Ready and not terminating — or any listed pod when the Service publishes
+    not-ready addresses (what Raft peers and replicas need), terminating included,
+    as kube-proxy and CoreDNS treat such a Service's endpoints as ready."""
+    if not _listed(service, pod):
+        return False
+    if (service.get("spec") or {}).get("publishNotReadyAddresses"):
+        return True
+    return is_ready(pod) and not is_terminating(pod)
 
 
 def _target_port(pod: Mapping[str, Any], target: Any) -> int | None:
@@ -120,13 +137,15 @@ class Realiser:
         node_name: str = NODE_NAME,
     ) -> None:
         self.api_url = api_url.rstrip("/")
-        self.dir = directory
+        self.dir = directory.resolve()  # pods see these paths from their own directories
         self.types: dict[str, ResourceType] = {
             rt.plural: rt for rt in BUILTINS if rt.plural in WATCHED
         }
         self.client = KubeClient(self.api_url)
         self.cache = Cache()
-        self.pod_ips = network.IpAllocator(network.POD_NETWORK)
+        # pod addresses from a block no other realiser on this host uses
+        self.pod_network, self._network_lock = network.reserve_block(network.POD_NETWORK)
+        self.pod_ips = network.IpAllocator(self.pod_network)
         self.workers: dict[str, PodWorker] = {}
         self.revisions: dict[str, dict[str, Any]] = {}
         self.claims_bound: set[tuple[str, str]] = set()
@@ -137,7 +156,8 @@ class Realiser:
         directory.mkdir(parents=True, exist_ok=True)
         self.events = EventLog(directory / "events.jsonl")
         self.ledger = Ledger(directory / "processes.jsonl")
-        self.http = httpx.AsyncClient(verify=False)
+        # Probes go straight to the pod, never through an HTTP(S)_PROXY of the host.
+        self.http = httpx.AsyncClient(verify=False, trust_env=False)
         self.ctx = NodeContext(
             root=directory,
             api_url=self.api_url,
@@ -350,6 +370,9 @@ class Realiser:
             if (claim.get("status") or {}).get("phase") == "Bound":
                 self.claims_bound.add((ns, name))
                 continue
+            # A new claim is a new, empty volume, even when a claim of the same name
+            # went away between two passes (its directory was not removed yet).
+            remove_tree(claim_dir(self.dir, ns, name))
             claim_dir(self.dir, ns, name).mkdir(parents=True, exist_ok=True)
             finalizers = list(meta.get("finalizers") or [])
             patch = {
@@ -401,6 +424,8 @@ class Realiser:
                 revisions=self.revisions,
                 finalizers=(FINALIZER,),
             )
+            if not await self._adopt("statefulsets", sts, plan.adopt_pods):
+                continue
             for claim in plan.create_claims:
                 await self._write(
                     "persistentvolumeclaims", self.client.create(claims_rt, ns, claim)
@@ -421,6 +446,31 @@ class Realiser:
                     ),
                 )
             await self._status(rt, sts, plan.status)
+
+    async def _adopt(self, plural: str, owner: Mapping[str, Any], names: list[str]) -> bool:
+        """Give orphaned pods their new controller's owner reference — once a fresh
+        read shows the owner still there and not being deleted (the cache may still
+        hold a workload deleted with Orphan, whose pods were just let go), as the
+        controllers' ClaimPods rechecks. False when it may not adopt: the plan,
+        made with those pods as its own, is not to be carried out."""
+        if not names:
+            return True
+        meta = owner["metadata"]
+        ns = meta["namespace"]
+        try:
+            fresh = await self.client.get(self.types[plural], ns, meta["name"])
+        except KubeError:
+            return False
+        if fresh is None or fresh["metadata"]["uid"] != meta["uid"] or is_terminating(fresh):
+            return False
+        for name in names:
+            pod = self.cache.get("pods", ns, name)
+            if pod is None:
+                continue
+            refs = adopted(pod, owner)["metadata"]["ownerReferences"]
+            patch = {"metadata": {"ownerReferences": refs}}
+            await self._write("pods", self.client.patch(self.types["pods"], ns, name, patch))
+        return True
 
     async def _status(
         self, rt: ResourceType, obj: Mapping[str, Any], status: dict[str, Any]
@@ -453,6 +503,8 @@ class Realiser:
                 now=now(),
                 finalizers=(FINALIZER,),
             )
+            if not await self._adopt("deployments", deploy, plan.adopt_pods):
+                continue
             for name in plan.delete_pods:
                 await self._write("pods", self.client.delete(pods_rt, ns, name), deleting=True)
             for pod in plan.create_pods:
@@ -525,7 +577,7 @@ class Realiser:
         ready: list[dict[str, Any]] = []
         not_ready: list[dict[str, Any]] = []
         for pod in pods:
-            if not _selects(svc, pod) or is_terminating(pod):
+            if not _selects(svc, pod) or not _listed(svc, pod):
                 continue
             address: dict[str, Any] = {
                 "ip": self.pod_ip(ns, pod["metadata"]["name"]),
@@ -616,9 +668,16 @@ class Realiser:
             )
             await self.proxies.close()
             await runner.cleanup()
-            await self.client.close()
-            await self.http.aclose()
-            self.events.close()
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Let go of the clients, the event log and the address block."""
+        await self.client.close()
+        await self.http.aclose()
+        self.events.close()
+        if self._network_lock >= 0:
+            os.close(self._network_lock)
+            self._network_lock = -1
 
 
 async def _main(args: argparse.Namespace) -> None:

@@ -32,6 +32,8 @@ class ResourceType:
     verbs: tuple[str, ...] = ALL_VERBS
     # The openAPIV3Schema of a CRD version; None for built-ins (not validated).
     schema: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    # A CRD version's additionalPrinterColumns (what ``kubectl get`` shows).
+    printer_columns: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, hash=False)
 
     @property
     def api_version(self) -> str:
@@ -187,6 +189,7 @@ def from_crd(crd: Mapping[str, Any]) -> list[ResourceType]:
                 categories=tuple(names.get("categories") or ()),
                 subresources=subresources,
                 schema=(v.get("schema") or {}).get("openAPIV3Schema"),
+                printer_columns=tuple(v.get("additionalPrinterColumns") or ()),
             )
         )
     return out

@@ -5,20 +5,28 @@ now and the status to report; the realiser carries it out and asks again.
 It follows the Kubernetes controller's algorithm, in its order:
 
 1. Walk the wanted ordinals upwards. A missing pod is created (its claims first,
-   from ``volumeClaimTemplates``, named ``<template>-<sts>-<ordinal>``); a failed or
+   from ``volumeClaimTemplates``, named ``<template>-<sts>-<ordinal>``) — but not
+   while one of its claims is being deleted: it waits for the claim to go and then
+   gets a new one; a pending pod whose claim is missing gets it back; a failed or
    succeeded pod is deleted (to be recreated); a terminating pod is waited for.
    Under ``OrderedReady`` the walk stops at the first pod created, terminating or
    not Ready — ordinal n+1 only starts once n is Ready. ``Parallel`` goes on.
 2. Condemned pods (ordinals no longer wanted) go from the highest down; under
-   ``OrderedReady`` one at a time and only once every wanted pod is Ready.
-3. ``RollingUpdate``: once every wanted pod exists and is Ready, the highest-ordinal
-   pod (down to ``partition``) whose revision is not the update revision is deleted
-   — one at a time — and step 1 recreates it from the new template. ``OnDelete``
-   replaces nothing: a pod gets the current template only when it is recreated.
+   ``OrderedReady`` one at a time, only once every wanted pod is Ready, and an
+   unhealthy one only if it is the lowest unhealthy condemned pod.
+3. ``RollingUpdate``: the highest-ordinal pod (down to ``partition``) whose
+   revision is not the update revision is deleted — one at a time, never past a
+   pod that is not Ready — and step 1 recreates it from the new template. Under
+   ``OrderedReady`` only once every wanted pod exists and is Ready and none is
+   condemned. ``OnDelete`` replaces nothing: a pod gets the new template only when
+   it is recreated.
 4. Claims follow ``persistentVolumeClaimRetentionPolicy``: ``whenDeleted: Delete``
    gives each claim an owner reference to the StatefulSet (the API server's garbage
    collector deletes them with it); ``whenScaled: Delete`` deletes the claims of
    condemned ordinals once their pod is gone.
+
+Orphaned pods named like its own and matching its selector are adopted first
+(``adopt_pods``), as after a deletion with ``propagationPolicy: Orphan``.
 
 Revisions are ``<sts>-<hash of the template>``; pods recreated below the partition
 get the *current* revision's template when it is known (``revisions``).
@@ -32,10 +40,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketcluster.e2e.kube.templates import (
+    adopted,
     controlled_by,
     is_finished,
     is_ready,
     is_terminating,
+    orphans,
     owner_reference,
     pod_from_template,
     template_hash,
@@ -48,6 +58,7 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
 @dataclass
 class StatefulSetPlan:
+    adopt_pods: list[str] = field(default_factory=list)  # orphans: give them an owner
     create_claims: list[dict[str, Any]] = field(default_factory=list)
     create_pods: list[dict[str, Any]] = field(default_factory=list)
     delete_pods: list[str] = field(default_factory=list)
@@ -106,6 +117,10 @@ def _claim_owners(sts: Mapping[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
+def _deleting(obj: Mapping[str, Any] | None) -> bool:
+    return obj is not None and is_terminating(obj)
+
+
 def plan_statefulset(
     sts: Mapping[str, Any],
     pods: list[dict[str, Any]],
@@ -131,13 +146,18 @@ def plan_statefulset(
     current_rev = status.get("currentRevision") or update_rev
     revisions = revisions or {}
 
+    plan = StatefulSetPlan()
     owned: dict[int, dict[str, Any]] = {}
     for pod in pods:
         ordinal = ordinal_of(name, pod["metadata"]["name"])
         if ordinal is not None and controlled_by(pod, sts):
             owned[ordinal] = pod
+    for pod in orphans(sts, pods, lambda p: ordinal_of(name, p["metadata"]["name"]) is not None):
+        ordinal = ordinal_of(name, pod["metadata"]["name"])
+        if ordinal is not None and ordinal not in owned:
+            plan.adopt_pods.append(pod["metadata"]["name"])
+            owned[ordinal] = adopted(pod, sts)
     claim_names = {c["metadata"]["name"]: c for c in claims}
-    plan = StatefulSetPlan()
 
     def healthy(pod: Mapping[str, Any]) -> bool:
         return ready(pod) and not is_terminating(pod)
@@ -173,18 +193,27 @@ def plan_statefulset(
             extra_volumes=volumes,
         )
 
+    def claims_of(ordinal: int) -> list[dict[str, Any]]:
+        return [_claim(sts, t, ordinal) for t in claim_templates]
+
     # 1. wanted ordinals, upwards
     blocked = False
     for ordinal in wanted:
         existing = owned.get(ordinal)
         if existing is None:
-            for t in claim_templates:
-                claim = _claim(sts, t, ordinal)
-                if claim["metadata"]["name"] not in claim_names:
-                    plan.create_claims.append(claim)
-            plan.create_pods.append(new_pod(ordinal))
-            if monotonic:
+            wanted_claims = claims_of(ordinal)
+            if any(_deleting(claim_names.get(c["metadata"]["name"])) for c in wanted_claims):
+                # "pvc is being deleted": the pod waits for it to go, then gets a new one
                 blocked = True
+                if monotonic:
+                    break
+                continue
+            plan.create_claims += [
+                c for c in wanted_claims if c["metadata"]["name"] not in claim_names
+            ]
+            plan.create_pods.append(new_pod(ordinal))
+            blocked = True
+            if monotonic:
                 break
             continue
         if is_finished(existing) and not is_terminating(existing):
@@ -193,33 +222,47 @@ def plan_statefulset(
             if monotonic:
                 break
             continue
+        if (existing.get("status") or {}).get("phase", "Pending") == "Pending":
+            # a pending pod whose claim went missing gets it back
+            plan.create_claims += [
+                c for c in claims_of(ordinal) if c["metadata"]["name"] not in claim_names
+            ]
         if not healthy(existing):
             blocked = True
             if monotonic:
                 break
 
-    # 2. condemned ordinals, downwards
+    # 2. condemned ordinals, downwards; under OrderedReady one at a time, and an
+    # unhealthy one only when it is the first unhealthy pod of the set
     condemned = sorted((o for o in owned if o not in wanted), reverse=True)
     if condemned and not (monotonic and blocked):
-        if monotonic:
-            if not any(is_terminating(owned[o]) for o in condemned):
-                plan.delete_pods.append(owned[condemned[0]]["metadata"]["name"])
-        else:
-            plan.delete_pods += [
-                owned[o]["metadata"]["name"] for o in condemned if not is_terminating(owned[o])
-            ]
+        unhealthy = sorted(o for o in condemned if not healthy(owned[o]))
+        for o in condemned:
+            pod = owned[o]
+            if is_terminating(pod):
+                if monotonic:
+                    break
+                continue
+            if monotonic and not healthy(pod) and o != unhealthy[0]:
+                break
+            plan.delete_pods.append(pod["metadata"]["name"])
+            if monotonic:
+                break
 
-    # 3. rolling update, from the highest ordinal down to the partition
-    if rolling and not blocked and not condemned:
+    # 3. rolling update, from the highest ordinal down to the partition: under
+    # OrderedReady only once every pod is in place and Ready, under Parallel at once
+    if rolling and not (monotonic and (blocked or condemned)):
         for ordinal in reversed(wanted):
             if ordinal < start + partition:
                 break
-            pod = owned[ordinal]
-            labels = pod["metadata"].get("labels") or {}
-            if labels.get(REVISION_LABEL) != update_rev and not is_terminating(pod):
-                plan.delete_pods.append(pod["metadata"]["name"])
+            replica = owned.get(ordinal)
+            if replica is None or replica["metadata"]["name"] in plan.delete_pods:
+                break  # being made this pass: not healthy yet
+            labels = replica["metadata"].get("labels") or {}
+            if labels.get(REVISION_LABEL) != update_rev and not is_terminating(replica):
+                plan.delete_pods.append(replica["metadata"]["name"])
                 break
-            if not healthy(pod):
+            if not healthy(replica):
                 break
 
     # 4. claims of condemned ordinals, and owner references per the retention policy
@@ -240,7 +283,7 @@ def plan_statefulset(
             if [r.get("uid") for r in refs] != [r.get("uid") for r in want]:
                 plan.claim_owners[cname] = want
 
-    plan.status = _status(sts, owned, update_rev, current_rev, healthy)
+    plan.status = _status(sts, owned, update_rev, current_rev, rolling=rolling, ready=ready)
     return plan
 
 
@@ -249,23 +292,34 @@ def _status(
     owned: dict[int, dict[str, Any]],
     update_rev: str,
     current_rev: str,
-    healthy: Callable[[Mapping[str, Any]], bool],
+    *,
+    rolling: bool,
+    ready: Callable[[Mapping[str, Any]], bool],
 ) -> dict[str, Any]:
+    """As the controller counts: ``replicas`` every created pod, ``readyReplicas``
+    every Running and Ready one (a terminating pod still Ready included), current
+    and updated ones by revision among the pods not terminating. ``currentRevision``
+    moves to the update revision only under ``RollingUpdate`` once every replica is
+    updated and Ready; under ``OnDelete`` it stays where it was, as in Kubernetes."""
     replicas = int((sts.get("spec") or {}).get("replicas", 1))
+    created = [p for p in owned.values() if (p.get("status") or {}).get("phase")]
 
     def revision(pod: Mapping[str, Any]) -> str | None:
         return (pod["metadata"].get("labels") or {}).get(REVISION_LABEL)
 
-    ready = sum(1 for p in owned.values() if healthy(p))
-    updated = sum(1 for p in owned.values() if revision(p) == update_rev)
-    if updated == replicas and len(owned) == replicas and ready == replicas:
+    running_ready = sum(
+        1 for p in created if (p.get("status") or {}).get("phase") == "Running" and ready(p)
+    )
+    live = [p for p in created if not is_terminating(p)]
+    updated = sum(1 for p in live if revision(p) == update_rev)
+    if rolling and updated == replicas and running_ready == replicas and len(created) == replicas:
         current_rev = update_rev
-    current = sum(1 for p in owned.values() if revision(p) == current_rev)
+    current = sum(1 for p in live if revision(p) == current_rev)
     return {
         "observedGeneration": sts["metadata"].get("generation", 1),
-        "replicas": len(owned),
-        "readyReplicas": ready,
-        "availableReplicas": ready,
+        "replicas": len(created),
+        "readyReplicas": running_ready,
+        "availableReplicas": running_ready,
         "currentReplicas": current,
         "updatedReplicas": updated,
         "currentRevision": current_rev,

@@ -6,8 +6,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from rocketcluster.e2e.kube import labels
 
 # The alphabet Kubernetes renders hashes and random suffixes in (no vowels, no
 # look-alike digits), so names read like a real cluster's.
@@ -42,6 +44,39 @@ def controlled_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
     uid = owner["metadata"]["uid"]
     refs = obj.get("metadata", {}).get("ownerReferences") or []
     return any(r.get("uid") == uid and r.get("controller") for r in refs)
+
+
+def orphans(
+    owner: Mapping[str, Any],
+    pods: list[dict[str, Any]],
+    member: Callable[[Mapping[str, Any]], bool] = lambda pod: True,
+) -> list[dict[str, Any]]:
+    """The pods a workload controller adopts (its ``ClaimPods``): live pods of its
+    namespace that no controller owns, matching its selector — what a workload
+    deleted with ``propagationPolicy: Orphan`` and made again finds."""
+    meta = owner["metadata"]
+    selector = labels.from_label_selector((owner.get("spec") or {}).get("selector"))
+    out = []
+    for pod in pods:
+        pmeta = pod.get("metadata") or {}
+        refs = pmeta.get("ownerReferences") or []
+        if (
+            pmeta.get("namespace") == meta.get("namespace")
+            and not is_terminating(pod)
+            and not any(r.get("controller") for r in refs)
+            and selector
+            and labels.matches(selector, pmeta.get("labels"))
+            and member(pod)
+        ):
+            out.append(pod)
+    return out
+
+
+def adopted(pod: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod as it is once its new controller's owner reference is added."""
+    meta = dict(pod["metadata"])
+    meta["ownerReferences"] = [*(meta.get("ownerReferences") or []), owner_reference(owner)]
+    return {**pod, "metadata": meta}
 
 
 def pod_from_template(
