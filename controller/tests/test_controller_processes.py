@@ -1,5 +1,5 @@
-"""Three real controller processes: leader kill, leader pause, full restart, and a
-long run that snapshots keep bounded."""
+"""Three real controller processes: leader kill, leader pause, full restart, a long
+run that snapshots keep bounded, and the catalogue's admin API and leadership transfer."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+from rocketcluster.api.catalogue import Catalogue
 from rocketcluster.api.client.controller import ControllerClient
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.testing import wait_for
 
@@ -238,3 +240,109 @@ def test_a_frozen_brokers_watch_channel_is_closed(controllers: LocalRuntime) -> 
         watcher.wait(timeout=10)
         if watcher.stdout is not None:
             watcher.stdout.close()
+
+
+def admin(proc: dict[str, Any], method: str, path: str, body: Any = None) -> httpx.Response:
+    url = f"http://{proc['addresses']['admin']}{path}"
+    return httpx.request(method, url, json=body, timeout=15)
+
+
+def member_id(proc: dict[str, Any]) -> int:
+    view = cluster_view(proc)
+    assert view is not None, proc["name"]
+    return int(view["self"])
+
+
+def test_the_catalogue_on_real_members(controllers: LocalRuntime) -> None:
+    lead = leader(controllers)
+    follower = next(p for p in members(controllers) if p["name"] != lead["name"])
+    wait_for(lambda: (cluster_view(follower) or {}).get("leader"), what="the follower to know")
+    moved = admin(follower, "PUT", "/v1/topics/orders", {"queues": 4})
+    assert moved.status_code == 421
+    assert moved.json()["detail"]["leaderAdmin"] == lead["addresses"]["admin"]
+    put = admin(lead, "PUT", "/v1/topics/orders", {"queues": 4, "messageType": "FIFO"})
+    assert put.status_code == 200, put.text
+    assert admin(lead, "PUT", "/v1/consumer-groups/billing", {"fifo": True}).status_code == 200
+    for proc in members(controllers):  # every member applies it (reads answer anywhere)
+
+        def has_both(proc: dict[str, Any] = proc) -> bool:
+            found = Catalogue.model_validate(admin(proc, "GET", "/v1/catalogue").json())
+            return found.topic("orders") is not None and found.consumer_group("billing") is not None
+
+        wait_for(has_both, timeout=10, what=f"the catalogue on {proc['name']}")
+
+    async def brokers() -> None:
+        c = client(controllers)
+        try:
+            await register(c, "g1", n=1)
+            registered = await c.register_broker("ctl", "g1", 1, "10.1.0.1:10911", "g1.svc:8081")
+            assert registered.ok, registered
+            found = await c.get_catalogue()
+            assert found is not None and found.groups["g1"].endpoint == "g1.svc:8081"
+            assert found.topic("orders") is not None
+            assert await c.get_catalogue(found.version) is None  # nothing new
+            heartbeat = cpb.BrokerHeartbeat(
+                group="g1", broker_id=1, address="10.1.0.1:10911", timeout_ms=60_000
+            )
+            await c.heartbeat_all(heartbeat)
+            refused = admin(leader(controllers), "DELETE", "/v1/groups/g1")
+            assert refused.status_code == 409 and "1 of group g1 are still alive" in refused.text
+            drained = admin(
+                leader(controllers), "PUT", "/v1/groups/g1/writable", {"writable": False}
+            )
+            assert drained.status_code == 200, drained.text
+            newer = await c.get_catalogue(found.version)
+            assert newer is not None and not newer.groups["g1"].writable
+            heartbeat.timeout_ms = 100  # the broker's last word: it is gone 0.1 s later
+            await c.heartbeat_all(heartbeat)
+            await asyncio.sleep(0.3)
+            forgotten = admin(leader(controllers), "DELETE", "/v1/groups/g1")
+            assert forgotten.status_code == 200, forgotten.text
+            latest = await c.get_catalogue(newer.version)
+            assert latest is not None and latest.groups == {}
+            info = await c.replica_info("g1")
+            assert info.code == "CONTROLLER_BROKER_NEED_TO_BE_REGISTERED"
+        finally:
+            await c.close()
+
+    asyncio.run(brokers())
+
+
+def test_transfer_leadership_moves_the_leader(controllers: LocalRuntime) -> None:
+    old = leader(controllers)
+    target = next(p for p in members(controllers) if p["name"] != old["name"])
+    to = member_id(target)
+    moved = admin(old, "POST", "/v1/raft/transfer-leadership", {"to": to})
+    assert moved.status_code == 200, moved.text
+    assert moved.json()["leader"] == to and moved.json()["previous"] == member_id(old)
+    assert leader(controllers)["name"] == target["name"]
+    again = admin(old, "POST", "/v1/raft/transfer-leadership", {"to": to})
+    assert again.status_code == 421
+    assert again.json()["detail"]["leaderAdmin"] == target["addresses"]["admin"]
+    anyone = admin(target, "POST", "/v1/raft/transfer-leadership", {"to": None})
+    assert anyone.status_code == 200, anyone.text
+    assert anyone.json()["leader"] != to
+    # The new leader takes writes at once.
+    assert admin(leader(controllers), "PUT", "/v1/topics/after", {}).status_code == 200
+
+
+def test_the_catalogue_survives_snapshots_and_a_full_restart(controllers: LocalRuntime) -> None:
+    lead = leader(controllers)
+    for i in range(60):  # past snapshot_every (50): restored from a snapshot, then the log
+        answer = admin(lead, "PUT", f"/v1/topics/t{i}", {"queues": 1 + i % 8})
+        assert answer.status_code == 200, answer.text
+    before = admin(lead, "GET", "/v1/catalogue").json()
+    assert before["version"] == 60
+    for proc in members(controllers):
+        controllers.kill(proc["name"])
+    for proc in members(controllers):
+        controllers.restart(proc["name"], wait=False)
+    controllers.wait_ready()
+    for proc in members(controllers):
+
+        def restored(proc: dict[str, Any] = proc) -> bool:
+            with contextlib.suppress(httpx.HTTPError):
+                return bool(admin(proc, "GET", "/v1/catalogue").json() == before)
+            return False
+
+        wait_for(restored, timeout=30, what=f"the catalogue back on {proc['name']}")

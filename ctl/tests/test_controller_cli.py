@@ -68,3 +68,53 @@ def test_status_groups_events_and_switchover(tmp_path: Path) -> None:
         assert "ElectMaster" in {e["command"] for e in events}
     finally:
         runtime.down()
+
+
+def text(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_catalogue_verbs(tmp_path: Path) -> None:
+    runtime = LocalRuntime(tmp_path / "c")
+    state = runtime.up(CLUSTER)
+    d = ("--dir", str(tmp_path / "c"))
+    try:
+
+        async def broker() -> None:
+            client = ControllerClient(state["controllers"].split(";"), attempts=40)
+            try:
+                assert (await client.apply_broker_id("cli", "g", 1, "10.2.0.1:1", "k1")).ok
+                assert (await client.register_broker("cli", "g", 1, "10.2.0.1:1", "g:8081")).ok
+            finally:
+                await client.close()
+
+        asyncio.run(broker())
+        put = text("controller", "topic", "put", "orders", "--queues", "4", "--type", "fifo", *d)
+        assert put == "topic orders created (catalogue version 3)\n"
+        assert text("controller", "topic", "put", "%RETRY%x", *d).startswith("topic %RETRY%x")
+        assert text("controller", "consumer-group", "put", "billing", "--fifo", *d).startswith(
+            "consumer group billing created"
+        )
+        drained = text("controller", "group", "writable", "g", "false", *d)
+        assert drained.startswith("broker group g is read-only")
+        assert text("controller", "catalogue", *d).splitlines() == [
+            "catalogue version 6: 2 topics, 1 consumer groups, 1 broker groups",
+            "topic %RETRY%x: 8 queues, NORMAL",
+            "topic orders: 4 queues, FIFO",
+            "consumer group billing: FIFO, up to 16 delivery attempts",
+            "broker group g: g:8081, read-only",
+        ]
+        assert text("controller", "topic", "delete", "%RETRY%x", *d).startswith("topic %RETRY%x")
+        assert text("controller", "consumer-group", "delete", "billing", *d).startswith(
+            "consumer group billing deleted"
+        )
+        found = run("controller", "catalogue", "--json", *d)
+        assert [t["name"] for t in found["topics"]] == ["orders"] and found["version"] == 8
+        absent = CliRunner().invoke(main, ["controller", "topic", "delete", "nope", *d])
+        assert absent.exit_code != 0 and "404 no topic 'nope' in the catalogue" in absent.output
+        bad = CliRunner().invoke(main, ["controller", "topic", "put", "a b", *d])
+        assert bad.exit_code != 0 and "only letters, digits" in bad.output
+    finally:
+        runtime.down()

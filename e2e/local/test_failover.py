@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from rocketcluster.ctl.lean_workload import LeanWorkload
 from rocketcluster.ctl.testing import wait_for
 
 from .conftest import Cluster, Workload, audit, ha_cluster, running
@@ -53,36 +54,81 @@ def test_master_kills_lose_nothing_acknowledged(cluster: Cluster) -> None:
 
 
 def test_switchovers_under_load_lose_nothing_acknowledged(cluster: Cluster) -> None:
-    """An admin's switchover (``rocketctl elect --broker-id``) is fenced like a failover:
-    the master is deposed first, and the designated slave is elected only once every
-    in-sync replica stopped replicating from it and it holds what the others hold. A
-    refused switchover (it lacked acknowledged writes) leaves a master and may be
-    asked again."""
+    """An admin's switchover (``rocketctl elect --broker-id``) under continuous produce
+    succeeds at the first request: the master pauses its appends until the designated
+    slave holds its whole log (phase 0), is deposed, and the slave is elected. A
+    client connected straight to the old master sees a pause, not an error: its
+    requests wait at the write gate and are then forwarded to the new master."""
     workload = Workload(cluster.endpoints)
+    heavy = LeanWorkload(cluster.endpoints.split(";")[0], inflight=4)  # the slaves lag
     workload.start()
-    outcomes: list[tuple[int, str]] = []
+    heavy.start()
+    outcomes: list[str] = []
+    directs: list[LeanWorkload] = []
     try:
-        for _ in range(2):
-            time.sleep(2)
+        for _ in range(3):
+            time.sleep(1)
             view = cluster.wait_in_sync(3)
-            target = next(b for b in view["syncStateSet"] if b != view["masterId"])
-            for _attempt in range(5):
-                status, answer = cluster.switchover(target)
-                outcomes.append((status, json.dumps(answer)))
-                if status == 200:
-                    break
-                assert status == 409 and "refused" in answer["detail"]["message"], answer
-                cluster.master()  # the group is never left without one
-                time.sleep(1)
+            order = sorted(int(b) for b in view["replicas"])
+            target = order[(order.index(view["masterId"]) + 1) % len(order)]
+            direct = LeanWorkload(
+                cluster.process_of(view["masterId"], view)["addresses"]["client"],
+                inflight=1,
+                attempts=1,  # every failed request counts
+            )
+            directs.append(direct)
+            direct.start()
+            time.sleep(0.5)
+            status, answer = cluster.switchover(target)
+            outcomes.append(json.dumps(answer))
+            time.sleep(0.5)
+            direct.stop()
             assert status == 200, outcomes
             after = answer["group"]
             assert after["masterId"] == target
-            assert after["masterEpoch"] >= view["masterEpoch"] + 2  # deposed, then elected
-            elected = cluster.process_of(target, after)
-            assert cluster.master()["name"] == elected["name"]
+            assert after["masterEpoch"] == view["masterEpoch"] + 2  # deposed, then elected
+            assert cluster.master()["name"] == cluster.process_of(target, after)["name"]
+            assert not direct.errors, direct.errors  # held at the gate, then forwarded
+            assert direct.acked
+    finally:
+        heavy.stop()
+        workload.stop()
+    assert len(heavy.acked) > 1000
+    for lean in (heavy, *directs):
+        workload.acked.update(lean.acked)
+    _assert_nothing_lost_or_doubled(cluster, workload, f"switchovers: {outcomes}")
+
+
+def test_a_slave_that_cannot_catch_up_is_refused_without_deposing_the_master(
+    cluster: Cluster,
+) -> None:
+    """Phase 0 fails (the designated slave is paused with SIGSTOP while writes go on):
+    the switchover is refused with the numbers, and nothing changes — same master,
+    same master epoch; the writes were never paused for it."""
+    workload = Workload(cluster.endpoints)
+    workload.start(producers=1)
+    try:
+        time.sleep(1)
+        view = cluster.wait_in_sync(3)
+        target = next(b for b in view["syncStateSet"] if b != view["masterId"])
+        paused = cluster.process_of(target, view)
+        cluster.runtime.pause(paused["name"])
+        try:
+            time.sleep(0.5)  # writes it will not have
+            status, answer = cluster.switchover(target)
+        finally:
+            cluster.runtime.resume(paused["name"])
+        assert status == 409, answer
+        message = answer["detail"]["message"]
+        assert f"switchover to broker {target} refused: broker {target} is" in message, message
+        assert "behind after" in message and "stays master" in message, message
+        after = cluster.group_view()
+        assert after is not None
+        assert (after["masterId"], after["masterEpoch"]) == (view["masterId"], view["masterEpoch"])
+        time.sleep(1)
     finally:
         workload.stop()
-    _assert_nothing_lost_or_doubled(cluster, workload, f"switchovers: {outcomes}")
+    _assert_nothing_lost_or_doubled(cluster, workload)
 
 
 def test_unreplicated_tail_is_never_delivered_and_the_old_master_rejoins(cluster: Cluster) -> None:

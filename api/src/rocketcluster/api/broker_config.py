@@ -78,6 +78,10 @@ class BrokerProcessConfig(BaseModel):
     messaging: MessagingTuning = Field(default_factory=MessagingTuning)
     ha: HATuning = Field(default_factory=HATuning)
     segment_size: int | None = None
+    # Keep this pod's ``rocketcluster.io/role`` label current (Kubernetes, replicated
+    # groups: the group's client Service selects role=master); needs POD_NAME,
+    # POD_NAMESPACE and a service account allowed to patch the pod.
+    label_pod_role: bool = False
 
     @property
     def client_endpoint(self) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -14,10 +15,13 @@ import uvicorn
 from rocketmq.grpc_protocol import service_pb2_grpc
 
 from rocketcluster.api.broker_config import BrokerProcessConfig
+from rocketcluster.api.client.controller import ControllerClient
 from rocketcluster.api.generated import ha_pb2 as hpb
 from rocketcluster.api.generated import ha_pb2_grpc
 from rocketcluster.broker.admin.app import create_admin_app
-from rocketcluster.broker.ha.role import RoleManager
+from rocketcluster.broker.ha.role import Role, RoleManager
+from rocketcluster.broker.kube_label import HttpPodPatcher, PodLabeler, PodTarget
+from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.messaging.service import MessagingServicer
 from rocketcluster.broker.metrics import BrokerMetrics
@@ -53,7 +57,8 @@ class BindError(RuntimeError):
 
 
 class HAServicer(ha_pb2_grpc.HAServiceServicer):
-    """Replicate: served by the master's HAMaster (refused by a broker that is not)."""
+    """Replicate: served by the master's HAMaster (refused by a broker that is not);
+    PrepareHandover / AbortHandover: a graceful switchover (ha/handover.py)."""
 
     def __init__(self, role: RoleManager) -> None:
         self._role = role
@@ -68,6 +73,14 @@ class HAServicer(ha_pb2_grpc.HAServiceServicer):
         async for message in master.serve(request_iterator):
             yield message
 
+    async def PrepareHandover(
+        self, request: hpb.HandoverRequest, context: Any
+    ) -> hpb.HandoverReply:
+        return await self._role.handover.prepare(request)
+
+    async def AbortHandover(self, request: hpb.HandoverRequest, context: Any) -> hpb.HandoverReply:
+        return await self._role.handover.abort(request)
+
 
 class BrokerServer:
     def __init__(self, config: BrokerProcessConfig) -> None:
@@ -80,17 +93,40 @@ class BrokerServer:
         self._ready = False
         self.role: RoleManager | None = None
         self._ha: grpc.aio.Server | None = None
+        self.labeler: PodLabeler | None = None
+        self.catalogue: CatalogueService | None = None
+        self._catalogue_client: ControllerClient | None = None
 
     async def start(self) -> None:
         cfg = self.config
+        if cfg.label_pod_role:  # first: a stale "master" label goes before anything else
+            target = PodTarget.from_env(os.environ)
+            self.labeler = PodLabeler(HttpPodPatcher(target), target.describe())
+            self.labeler.start()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = await MessageStore.open(store_config(cfg))
         metrics = BrokerMetrics(cfg.cluster, cfg.node_id)
         self.runtime = MessagingRuntime(cfg, self.store, metrics)
         if cfg.controllers:
+            # Few attempts: a poll that fails is simply tried again next time.
+            self._catalogue_client = ControllerClient(
+                cfg.controllers, timeout=2.0, attempts=len(cfg.controllers) + 1
+            )
+        self.catalogue = CatalogueService(
+            cfg,
+            self.runtime.registry,
+            self.store.metadata,
+            self.runtime.install_routes,
+            self._catalogue_client,
+        )
+        self.catalogue.restore()
+        if cfg.controllers:
             await self._start_replication(self.runtime)
+        elif self.labeler is not None:
+            self.labeler.set_role(Role.MASTER)  # a standalone broker is its group's master
+        self.catalogue.start()  # its first poll follows the registration at once
         self.runtime.start()
-        app = create_admin_app(self.runtime, lambda: self._ready)
+        app = create_admin_app(self.runtime, self._is_ready, self.catalogue)
         self._admin = _AdminServer(
             uvicorn.Config(
                 app, host=cfg.bind_host, port=cfg.admin_port, log_level="warning", lifespan="off"
@@ -138,7 +174,7 @@ class BrokerServer:
         cfg = self.config
         assert self.store is not None
         self.role = RoleManager(
-            cfg, self.store, runtime.apply_metadata, runtime.metadata_snapshot, runtime.on_role
+            cfg, self.store, runtime.apply_metadata, runtime.metadata_snapshot, self._on_role
         )
         ha = grpc.aio.server(
             options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", -1)]
@@ -152,8 +188,23 @@ class BrokerServer:
         await self.role.start()
         runtime.attach_role(self.role)
 
+    def _on_role(self, role: str) -> None:
+        assert self.runtime is not None
+        self.runtime.on_role(role)
+        if self.labeler is not None:
+            self.labeler.set_role(role)  # never waits: the label follows on its own task
+
+    def _is_ready(self) -> bool:
+        """Ready once serving and, when labelling its pod, once the label it had before
+        a restart is gone (the Service must not select a stale master)."""
+        return self._ready and (self.labeler is None or self.labeler.labelled)
+
     async def stop(self) -> None:
         self._ready = False
+        if self.catalogue is not None:
+            await self.catalogue.stop()
+        if self._catalogue_client is not None:
+            await self._catalogue_client.close()
         if self.role is not None:
             await self.role.stop()
         if self._ha is not None:
@@ -166,5 +217,7 @@ class BrokerServer:
             self._admin.should_exit = True
             with contextlib.suppress(asyncio.CancelledError):
                 await self._admin_task
+        if self.labeler is not None:
+            await self.labeler.stop()
         if self.store is not None:
             await self.store.close()

@@ -1,26 +1,45 @@
 """Controller admin API (FastAPI on 8080): health, metrics, the cluster as this member
-sees it, broker groups, the event history, and switchover."""
+sees it, broker groups, the event history, switchover, the catalogue (topics, consumer
+groups, broker groups' endpoints and write flags) and Raft leadership transfer.
+
+Reads answer from this member's applied state; writes only on the leader (others answer
+421 naming it). Refusals carry a message a person can act on as their ``detail``."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, HTTPException, Query, Response
+from fastapi import Body, FastAPI, HTTPException, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
-from rocketcluster.controller.core import ControllerCore
-from rocketcluster.controller.state import ControllerCode
+from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+from rocketcluster.controller.core import ControllerCore, Reply
+from rocketcluster.controller.state import ControllerCode, validation_problems
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ElectRequest(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
     broker_id: int | None = Field(default=None, alias="brokerId")
+
+
+class WritableRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    writable: StrictBool
+
+
+class TransferRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    to: int | None = Field(default=None, description="member id; null: most caught-up follower")
 
 
 class _Metrics(Collector):
@@ -81,6 +100,80 @@ def _not_leader(core: ControllerCore) -> HTTPException:
             "leaderAdmin": core.leader_admin_address(),
         },
     )
+
+
+def _require_leader(core: ControllerCore) -> None:
+    """Followers never judge a write, whatever its body: they send it to the leader."""
+    if not core.node.is_leader:
+        raise _not_leader(core)
+
+
+def _status(code: str) -> int:
+    """The HTTP status of a refused request, by its controller code."""
+    if code in (
+        ControllerCode.CONTROLLER_NOT_FOUND,
+        ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+    ):
+        return 404
+    if code == ControllerCode.CONTROLLER_INVALID_REQUEST:
+        return 400
+    if code == ControllerCode.CONTROLLER_TRANSFER_TIMEOUT:
+        return 504
+    return 409
+
+
+def _answer(core: ControllerCore, reply: Reply) -> dict[str, Any]:
+    """A reply as HTTP: 421 when leadership moved under the request (the command may
+    still commit; every write here is safe to repeat), the message as a refusal's detail."""
+    if reply.code == ControllerCode.CONTROLLER_NOT_LEADER:
+        raise _not_leader(core)
+    if not reply.ok:
+        raise HTTPException(_status(reply.code), detail=reply.message)
+    return {"code": str(reply.code), "message": reply.message, **(reply.data or {})}
+
+
+def _body(model: type[M], body: Any, what: str) -> M:
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        detail = f"invalid {what}: {validation_problems(exc, model)}"
+        raise HTTPException(422, detail=detail) from None
+
+
+def _documented(model: type[BaseModel]) -> dict[str, Any]:
+    """``openapi_extra`` naming the schema of a body validated by hand (so that its
+    refusals read well), with pydantic's ``$defs`` inlined for OpenAPI."""
+    schema = model.model_json_schema(by_alias=True)
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        ref = str(node.get("$ref", ""))
+        if ref.startswith("#/$defs/"):
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return {**inline(defs[ref.removeprefix("#/$defs/")]), **rest}
+        return {k: inline(v) for k, v in node.items()}
+
+    return {"requestBody": {"content": {"application/json": {"schema": inline(schema)}}}}
+
+
+def _spec(model: type[BaseModel], kind: str, name: str, body: Any) -> dict[str, Any]:
+    """The body as canonical spec JSON; its ``name`` may be left out, but must not
+    differ from the path's."""
+    if not isinstance(body, dict):
+        raise HTTPException(422, detail=f"invalid {kind}: the body must be a JSON object")
+    given = body.get("name", name)
+    if given != name:
+        raise HTTPException(
+            400,
+            detail=f"the path names {kind} {name!r} but the body names {given!r}: make them "
+            "agree (to rename, put the new name and delete the old one)",
+        )
+    spec = _body(model, {**body, "name": name}, kind)
+    return spec.model_dump(mode="json", by_alias=True)
 
 
 def create_controller_app(core: ControllerCore) -> FastAPI:
@@ -145,6 +238,61 @@ def create_controller_app(core: ControllerCore) -> FastAPI:
     @app.get("/v1/routes")
     def routes() -> dict[str, Any]:
         return core.state.routes
+
+    @app.get("/v1/catalogue")
+    def catalogue() -> dict[str, Any]:
+        """The ``Catalogue`` contract (version, topics, consumerGroups, groups) as this
+        member applied it: any member answers, a follower perhaps a little behind; ask
+        the leader to read your own writes."""
+        return core.state.catalogue()
+
+    @app.put("/v1/topics/{name}", openapi_extra=_documented(TopicSpec))
+    async def put_topic(name: str, body: Annotated[Any, Body()]) -> dict[str, Any]:
+        """Create or replace a topic (body: TopicSpec JSON); an unchanged put changes
+        nothing, not even the catalogue version."""
+        _require_leader(core)
+        return _answer(core, await core.put_topic(_spec(TopicSpec, "topic", name, body)))
+
+    @app.delete("/v1/topics/{name}")
+    async def delete_topic(name: str) -> dict[str, Any]:
+        _require_leader(core)
+        return _answer(core, await core.delete_topic(name))
+
+    @app.put("/v1/consumer-groups/{name}", openapi_extra=_documented(ConsumerGroupSpec))
+    async def put_consumer_group(name: str, body: Annotated[Any, Body()]) -> dict[str, Any]:
+        """Create or replace a consumer group (body: ConsumerGroupSpec JSON)."""
+        _require_leader(core)
+        spec = _spec(ConsumerGroupSpec, "consumer group", name, body)
+        return _answer(core, await core.put_consumer_group(spec))
+
+    @app.delete("/v1/consumer-groups/{name}")
+    async def delete_consumer_group(name: str) -> dict[str, Any]:
+        _require_leader(core)
+        return _answer(core, await core.delete_consumer_group(name))
+
+    @app.put("/v1/groups/{name}/writable", openapi_extra=_documented(WritableRequest))
+    async def set_writable(name: str, body: Annotated[Any, Body()]) -> dict[str, Any]:
+        """``{"writable": false}`` before a group is drained: routes offer it read-only."""
+        _require_leader(core)
+        request = _body(WritableRequest, body, "request")
+        return _answer(core, await core.set_group_writable(name, request.writable))
+
+    @app.delete("/v1/groups/{name}")
+    async def forget_group(name: str) -> dict[str, Any]:
+        """Forget a removed broker group (replica info and catalogue entry); 409 while
+        any of its brokers is alive."""
+        _require_leader(core)
+        return _answer(core, await core.forget_group(name))
+
+    @app.post("/v1/raft/transfer-leadership", openapi_extra=_documented(TransferRequest))
+    async def transfer_leadership(body: Annotated[Any, Body()] = None) -> dict[str, Any]:
+        """Hand leadership to ``{"to": member}`` (null or no body: the most caught-up
+        follower); answers once it moved, 409/504 when it did not."""
+        _require_leader(core)
+        request = _body(TransferRequest, {} if body is None else body, "request")
+        answer = _answer(core, await core.transfer_leadership(request.to))
+        answer["leaderAdmin"] = core.config.member(answer["leader"]).admin_address
+        return answer
 
     @app.get("/v1/raft/log")
     def raft_log(limit: int = Query(50, ge=1, le=10_000)) -> list[dict[str, int]]:

@@ -25,14 +25,22 @@ from rocketcluster.controller.election import (
     designated_lacks,
     fenced,
 )
+from rocketcluster.controller.handover import (
+    GrpcHandoverClient,
+    HandoverAnswer,
+    HandoverClient,
+    ha_endpoint,
+    handover_refusal,
+)
 from rocketcluster.controller.heartbeats import BrokerLiveness
-from rocketcluster.controller.raft.errors import ProposalDroppedError
+from rocketcluster.controller.raft.errors import ProposalDroppedError, RaftError
 from rocketcluster.controller.raft.node import ProposalLost, RaftNode
 from rocketcluster.controller.state import BrokerGroup, ControllerCode, ReplicasState, Result
 
 log = logging.getLogger(__name__)
 
 PROPOSE_TIMEOUT_S = 5.0
+TRANSFER_WAIT_S = 5.0
 FENCE_WAIT_S = 2.0
 
 
@@ -85,7 +93,10 @@ class ControllerCore:
         self.machine = ReplicasMachine(self._group_changed)
         self.node: RaftNode = node_factory(self.machine)
         self._watchers: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
-        self._election_lock = asyncio.Lock()
+        # One election at a time per group (a switchover's phase 0 waits seconds for a
+        # slave to catch up; other groups' failovers must not wait behind it).
+        self._election_locks: dict[str, asyncio.Lock] = {}
+        self.handover: HandoverClient = GrpcHandoverClient()
         self._scan_task: asyncio.Task[None] | None = None
         self.elections = 0
         self.unclean_elections = 0
@@ -158,17 +169,19 @@ class ControllerCore:
         )
 
     async def register_broker(
-        self, cluster: str, group: str, broker_id: int, address: str
+        self, cluster: str, group: str, broker_id: int, address: str, client_endpoint: str = ""
     ) -> Reply:
-        return await self.propose(
-            {
-                "type": "RegisterBroker",
-                "cluster": cluster,
-                "group": group,
-                "brokerId": broker_id,
-                "address": address,
-            }
-        )
+        """``client_endpoint`` (when given) becomes the group's endpoint in the catalogue."""
+        command: dict[str, Any] = {
+            "type": "RegisterBroker",
+            "cluster": cluster,
+            "group": group,
+            "brokerId": broker_id,
+            "address": address,
+        }
+        if client_endpoint:
+            command["clientEndpoint"] = client_endpoint
+        return await self.propose(command)
 
     def heartbeat(self, group: str, info: BrokerLiveInfo, address: str, timeout_ms: int) -> Reply:
         self.liveness.heartbeat(
@@ -198,15 +211,18 @@ class ControllerCore:
         self, group: str, broker_id: int | None, designated: bool, reason: str
     ) -> Reply:
         """An election now: a broker nominating itself, an admin's switchover, or the
-        scan. Serialized, so two elections never race on the same master epoch.
+        scan. Serialized per group, so two elections never race on the same master epoch.
 
         Both a failover and a switchover run in two phases: the master is deposed
         (a new master epoch, no master), and only replicas that report having acted
         on that view — their offsets final, no write of the old master can still
-        reach them — are compared and elected."""
+        reach them — are compared and elected. A switchover away from an alive master
+        starts with phase 0 (``handover.py``): the master pauses its appends until
+        the designated slave holds its whole log, or the switchover is refused and
+        nobody is deposed."""
         if not self.node.is_leader:
             return self._not_leader()
-        async with self._election_lock:
+        async with self._election_locks.setdefault(group, asyncio.Lock()):
             g = self.state.groups.get(group)
             if g is None:
                 return Reply(
@@ -219,9 +235,23 @@ class ControllerCore:
             if target is not None and not decision.elect:
                 return Reply(decision.code, decision.reason, "", g.view())  # refused as asked
             deposed = g.master_id
+            handover: HandoverAnswer | None = None
+            if target is not None and deposed is not None and deposed in alive:
+                handover = await self._prepare_handover(g, deposed, target)
+                refused = handover_refusal(handover, deposed, target)
+                if refused:
+                    log.info("group %s: switchover to %d refused: %s", group, target, refused)
+                    return Reply(
+                        ControllerCode.CONTROLLER_ELECT_MASTER_FAILED,
+                        f"switchover to broker {target} refused: {refused}",
+                        "",
+                        self.state.groups[group].view(),
+                    )
             if deposed is not None and (target is not None or deposed not in alive):
                 reply = await self._depose(group, deposed, g.master_epoch, reason)
                 if reply.code != ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE:
+                    if handover is not None and handover.caught_up and target is not None:
+                        await self._abort_handover(g, deposed, target)
                     return reply  # not leader any more, or another election won
                 g = self.state.groups[group]
             refusal = ""
@@ -273,6 +303,23 @@ class ControllerCore:
                     reply.data,
                 )
             return reply
+
+    async def _prepare_handover(self, g: BrokerGroup, master: int, target: int) -> HandoverAnswer:
+        """Phase 0: ask the alive master to hand over to ``target`` (see handover.py)."""
+        address = ha_endpoint(g.replicas[master].address)
+        answer = await self.handover.prepare(address, g.name, g.master_epoch, target)
+        log.info("group %s: handover %d -> %d: %s", g.name, master, target, answer)
+        return answer
+
+    async def _abort_handover(self, g: BrokerGroup, master: int, target: int) -> None:
+        """The master was not deposed after all: let it resume its appends now rather
+        than at the end of its hold (best effort: the hold bounds the pause anyway)."""
+        try:
+            await self.handover.abort(
+                ha_endpoint(g.replicas[master].address), g.name, g.master_epoch, target
+            )
+        except Exception as exc:
+            log.info("group %s: aborting the handover on %d failed: %s", g.name, master, exc)
 
     def _decide(
         self, g: BrokerGroup, alive: dict[int, BrokerLiveInfo], designated: int | None
@@ -341,6 +388,113 @@ class ControllerCore:
                 "messageType": message_type,
                 "groups": groups,
             }
+        )
+
+    # -- the catalogue and Raft leadership (admin requests) ---------------------------
+
+    def catalogue(self, known_version: int) -> Reply:
+        """The catalogue for brokers (leader only, as every broker request); no data
+        while ``known_version`` is current, so polling an unchanged catalogue is cheap."""
+        if not self.node.is_leader:
+            return self._not_leader()
+        if known_version == self.state.catalogue_version:
+            return Reply(ControllerCode.SUCCESS, "unchanged")
+        return Reply(ControllerCode.SUCCESS, "", "", self.state.catalogue())
+
+    async def put_topic(self, spec: dict[str, Any]) -> Reply:
+        return await self.propose({"type": "PutTopic", "spec": spec})
+
+    async def delete_topic(self, name: str) -> Reply:
+        return await self.propose({"type": "DeleteTopic", "name": name})
+
+    async def put_consumer_group(self, spec: dict[str, Any]) -> Reply:
+        return await self.propose({"type": "PutConsumerGroup", "spec": spec})
+
+    async def delete_consumer_group(self, name: str) -> Reply:
+        return await self.propose({"type": "DeleteConsumerGroup", "name": name})
+
+    async def set_group_writable(self, group: str, writable: bool) -> Reply:
+        return await self.propose(
+            {"type": "SetGroupWritable", "group": group, "writable": writable}
+        )
+
+    async def forget_group(self, group: str) -> Reply:
+        """Forget a removed group; refused while this leader hears any of its brokers,
+        which would go on serving (and registering) a group the catalogue no longer has."""
+        if not self.node.is_leader:
+            return self._not_leader()
+        if group not in self.state.groups:
+            return Reply(
+                ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"no broker group {group!r}"
+            )
+        alive = sorted(self.liveness.alive_in(group))
+        if alive:
+            return Reply(
+                ControllerCode.CONTROLLER_BROKER_STILL_ALIVE,
+                f"broker(s) {', '.join(map(str, alive))} of group {group} are still alive "
+                "(they heartbeat the controllers): stop them first, then forget the group",
+            )
+        return await self.propose(
+            {"type": "ForgetGroup", "group": group, "reason": "the group was removed"}
+        )
+
+    async def transfer_leadership(self, to: int | None, wait_s: float = TRANSFER_WAIT_S) -> Reply:
+        """Hand Raft leadership to member ``to`` (None: the most caught-up follower) and
+        wait until it leads: a rolling restart moves leadership off a member before it
+        restarts it, so no request waits out an election timeout."""
+        if not self.node.is_leader:
+            return self._not_leader()
+        me = self.config.node_id
+        members = sorted(m.id for m in self.config.members)
+        if to is None:
+            progress = self.node.raw.status().progress
+            to = max(
+                (m for m in progress if m != me),
+                key=lambda m: (progress[m].state == "replicate", progress[m].match, -m),
+                default=None,
+            )
+            if to is None:
+                return Reply(
+                    ControllerCode.CONTROLLER_TRANSFER_FAILED,
+                    f"member {me} is the only controller member: nobody can take over",
+                )
+        elif to not in members:
+            return Reply(
+                ControllerCode.CONTROLLER_INVALID_REQUEST,
+                f"member {to} is not a controller member (the members are {members})",
+            )
+        elif to == me:
+            return Reply(ControllerCode.SUCCESS, f"member {me} leads already", "", {"leader": me})
+        try:
+            self.node.transfer_leadership(to)
+        except RaftError as exc:
+            return Reply(
+                ControllerCode.CONTROLLER_TRANSFER_FAILED, f"cannot hand over to {to}: {exc}"
+            )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while (leader := self.node.leader_id) != to:
+            if leader not in (None, me):
+                return Reply(
+                    ControllerCode.CONTROLLER_TRANSFER_FAILED,
+                    f"member {leader} won the election instead of member {to}; retry to move it",
+                    self.leader_address(),
+                )
+            if loop.time() >= deadline:
+                now = f"member {me} still leads" if leader == me else "no member leads yet"
+                return Reply(
+                    ControllerCode.CONTROLLER_TRANSFER_TIMEOUT,
+                    f"member {to} did not take over within {wait_s:g} s ({now}); check that it "
+                    "runs and is caught up (GET /v1/cluster on it), then retry",
+                    self.leader_address(),
+                )
+            await asyncio.sleep(0.02)
+        log.info("raft leadership handed from member %d to member %d", me, to)
+        return Reply(
+            ControllerCode.SUCCESS,
+            f"member {to} leads now (was member {me})",
+            self.leader_address(),
+            {"leader": to, "previous": me},
         )
 
     # -- role watchers --------------------------------------------------------------

@@ -47,7 +47,11 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
     async def RegisterBroker(
         self, r: cpb.RegisterBrokerRequest, context: Any
     ) -> cpb.ControllerReply:
-        return to_pb(await self._core.register_broker(r.cluster, r.group, r.broker_id, r.address))
+        return to_pb(
+            await self._core.register_broker(
+                r.cluster, r.group, r.broker_id, r.address, r.client_endpoint
+            )
+        )
 
     async def Heartbeat(self, r: cpb.BrokerHeartbeat, context: Any) -> cpb.ControllerReply:
         info = BrokerLiveInfo(
@@ -83,6 +87,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         return to_pb(
             await self._core.put_route(r.topic, r.queues, r.message_type, list(r.groups), r.delete)
         )
+
+    async def GetCatalogue(self, r: cpb.GetCatalogueRequest, context: Any) -> cpb.ControllerReply:
+        return to_pb(self._core.catalogue(r.known_version))
 
     async def WatchRoles(
         self, r: cpb.WatchRolesRequest, context: Any

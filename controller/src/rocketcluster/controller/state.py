@@ -2,11 +2,13 @@
 
 Per broker group, as RocketMQ 5's ReplicasInfoManager keeps it: broker ids with their
 addresses, the master id, ``master_epoch``, the ``sync_state_set`` and its epoch; plus
-topic routes (the name server role) and a history of every change. Commands arrive in
-Raft order and are validated here against the epochs they were based on, so a stale
-command fails the same way on every member. What depends on liveness (who is alive,
-who should win an election) is decided by the leader before it proposes, and travels
-inside the command.
+topic routes (the name server role), the cluster's catalogue (topics, consumer groups,
+each broker group's client endpoint and write flag, under a ``catalogue_version`` that
+rises with every change, so brokers poll it cheaply) and a history of every change.
+Commands arrive in Raft order and are validated here against the epochs they were
+based on, so a stale command fails the same way on every member. What depends on
+liveness (who is alive, who should win an election) is decided by the leader before it
+proposes, and travels inside the command.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Final
+
+from pydantic import BaseModel, ValidationError
+
+from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 
 HISTORY_LIMIT: Final = 10_000
 
@@ -35,6 +41,11 @@ class ControllerCode(StrEnum):
     CONTROLLER_BROKER_ID_INVALID = "CONTROLLER_BROKER_ID_INVALID"
     CONTROLLER_INVALID_REQUEST = "CONTROLLER_INVALID_REQUEST"
     CONTROLLER_NOT_LEADER = "CONTROLLER_NOT_LEADER"
+    # Ours (RocketMQ keeps topics and groups on the name servers and brokers):
+    CONTROLLER_NOT_FOUND = "CONTROLLER_NOT_FOUND"
+    CONTROLLER_BROKER_STILL_ALIVE = "CONTROLLER_BROKER_STILL_ALIVE"
+    CONTROLLER_TRANSFER_FAILED = "CONTROLLER_TRANSFER_FAILED"
+    CONTROLLER_TRANSFER_TIMEOUT = "CONTROLLER_TRANSFER_TIMEOUT"
 
 
 @dataclass
@@ -70,6 +81,14 @@ class BrokerGroup:
         }
 
 
+@dataclass
+class GroupEntry:
+    """A broker group's line in the catalogue (``BrokerGroupEntry`` of the contract)."""
+
+    endpoint: str = ""
+    writable: bool = True
+
+
 @dataclass(frozen=True)
 class Result:
     code: ControllerCode
@@ -89,10 +108,27 @@ def fail(code: ControllerCode, message: str) -> Result:
     return Result(code, message)
 
 
+def validation_problems(exc: ValidationError, model: type[BaseModel]) -> str:
+    """pydantic's errors as one line a person can act on."""
+    allowed = ", ".join(f.alias or n for n, f in model.model_fields.items())
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = f"unknown field (the fields are {allowed})"
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
 class ReplicasState:
     def __init__(self) -> None:
         self.groups: dict[str, BrokerGroup] = {}
         self.routes: dict[str, dict[str, Any]] = {}
+        self.topics: dict[str, dict[str, Any]] = {}  # TopicSpec JSON (camelCase) by name
+        self.consumer_groups: dict[str, dict[str, Any]] = {}  # ConsumerGroupSpec JSON
+        self.group_entries: dict[str, GroupEntry] = {}  # only groups in ``groups``
+        self.catalogue_version = 0
         self.history: list[dict[str, Any]] = []
         self.applied_index = 0
 
@@ -108,7 +144,7 @@ class ReplicasState:
             return fail(ControllerCode.CONTROLLER_INVALID_REQUEST, f"unknown command {kind!r}")
         result: Result = handler(self, command)
         changed = result.ok or result.code is ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE
-        if changed and kind != "Noop":
+        if changed and kind != "Noop" and result.data.get("changed", True):
             self._record(time_ms, command, result)
         return result
 
@@ -143,6 +179,7 @@ class ReplicasState:
         group = self.groups.get(c["group"])
         if group is None:
             group = self.groups[c["group"]] = BrokerGroup(c.get("cluster", ""), c["group"])
+            self.catalogue_version += 1  # the catalogue lists every known group
         wanted = int(c["brokerId"])
         existing = group.replicas.get(wanted)
         if existing is not None:
@@ -173,6 +210,12 @@ class ReplicasState:
                 f"broker {c['brokerId']} of {c['group']} has no id yet: apply for one first",
             )
         replica.address = c["address"]
+        endpoint = str(c.get("clientEndpoint") or "")
+        if endpoint:
+            entry = self.group_entries.setdefault(group.name, GroupEntry())
+            if entry.endpoint != endpoint:
+                entry.endpoint = endpoint
+                self.catalogue_version += 1
         return ok("registered", **group.view())
 
     # -- SyncStateSet -------------------------------------------------------------
@@ -265,6 +308,99 @@ class ReplicasState:
             return fail(ControllerCode.CONTROLLER_INVALID_REQUEST, f"no route for {c['topic']}")
         return ok("route deleted")
 
+    # -- the catalogue ----------------------------------------------------------------
+
+    def catalogue(self) -> dict[str, Any]:
+        """The catalogue as ``rocketcluster.api.catalogue.Catalogue`` reads it: every
+        known broker group appears, with endpoint "" until one of its brokers names it."""
+        return {
+            "version": self.catalogue_version,
+            "topics": [dict(self.topics[n]) for n in sorted(self.topics)],
+            "consumerGroups": [dict(self.consumer_groups[n]) for n in sorted(self.consumer_groups)],
+            "groups": {
+                n: asdict(self.group_entries.get(n, GroupEntry())) for n in sorted(self.groups)
+            },
+        }
+
+    def _put_topic(self, c: dict[str, Any]) -> Result:
+        return self._put_spec(self.topics, TopicSpec, "topic", c)
+
+    def _delete_topic(self, c: dict[str, Any]) -> Result:
+        return self._delete_spec(self.topics, "topic", c)
+
+    def _put_consumer_group(self, c: dict[str, Any]) -> Result:
+        return self._put_spec(self.consumer_groups, ConsumerGroupSpec, "consumer group", c)
+
+    def _delete_consumer_group(self, c: dict[str, Any]) -> Result:
+        return self._delete_spec(self.consumer_groups, "consumer group", c)
+
+    def _put_spec(
+        self, table: dict[str, dict[str, Any]], model: type[BaseModel], kind: str, c: dict[str, Any]
+    ) -> Result:
+        """Store a spec in its canonical JSON, so an unchanged put is recognised (and
+        changes neither the version nor the history)."""
+        try:
+            spec = model.model_validate(c.get("spec")).model_dump(mode="json", by_alias=True)
+        except ValidationError as exc:
+            return fail(
+                ControllerCode.CONTROLLER_INVALID_REQUEST,
+                f"invalid {kind}: {validation_problems(exc, model)}",
+            )
+        name = spec["name"]
+        if table.get(name) == spec:
+            return ok(f"{kind} {name} unchanged", changed=False, version=self.catalogue_version)
+        verb = "updated" if name in table else "created"
+        table[name] = spec
+        self.catalogue_version += 1
+        return ok(f"{kind} {name} {verb}", version=self.catalogue_version, spec=spec)
+
+    def _delete_spec(
+        self, table: dict[str, dict[str, Any]], kind: str, c: dict[str, Any]
+    ) -> Result:
+        name = str(c.get("name", ""))
+        if table.pop(name, None) is None:
+            return fail(ControllerCode.CONTROLLER_NOT_FOUND, f"no {kind} {name!r} in the catalogue")
+        self.catalogue_version += 1
+        return ok(f"{kind} {name} deleted", version=self.catalogue_version)
+
+    def _set_group_writable(self, c: dict[str, Any]) -> Result:
+        """Write-disable a group for a drain (routes then offer it read-only), or undo it."""
+        name = str(c.get("group", ""))
+        writable = c.get("writable")
+        if not isinstance(writable, bool):
+            return fail(
+                ControllerCode.CONTROLLER_INVALID_REQUEST,
+                f"writable must be true or false, not {writable!r}",
+            )
+        if name not in self.groups:
+            return fail(
+                ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                f"no broker group {name!r}: none of its brokers has registered",
+            )
+        entry = self.group_entries.setdefault(name, GroupEntry())
+        state = "writable" if writable else "read-only"
+        if entry.writable is writable:
+            return ok(
+                f"broker group {name} is {state} already",
+                changed=False,
+                version=self.catalogue_version,
+            )
+        entry.writable = writable
+        self.catalogue_version += 1
+        return ok(f"broker group {name} is {state}", version=self.catalogue_version)
+
+    def _forget_group(self, c: dict[str, Any]) -> Result:
+        """Drop a removed group: its replica info and its catalogue entry. The leader
+        proposes this only when none of the group's brokers is alive."""
+        name = str(c.get("group", ""))
+        if self.groups.pop(name, None) is None:
+            return fail(
+                ControllerCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, f"no broker group {name!r}"
+            )
+        self.group_entries.pop(name, None)
+        self.catalogue_version += 1
+        return ok(f"broker group {name} forgotten", version=self.catalogue_version)
+
     def _noop(self, c: dict[str, Any]) -> Result:
         return ok()
 
@@ -275,6 +411,12 @@ class ReplicasState:
             "applied": self.applied_index,
             "groups": {n: asdict(g) for n, g in self.groups.items()},
             "routes": self.routes,
+            "catalogue": {
+                "version": self.catalogue_version,
+                "topics": self.topics,
+                "consumerGroups": self.consumer_groups,
+                "groups": {n: asdict(e) for n, e in self.group_entries.items()},
+            },
             "history": self.history,
         }
         return json.dumps(data, separators=(",", ":")).encode()
@@ -289,6 +431,17 @@ class ReplicasState:
             state.groups[name] = BrokerGroup(**g, replicas=replicas)
         state.routes = data["routes"]
         state.history = data["history"]
+        catalogue = data.get("catalogue")
+        if catalogue is None:
+            # Written before the catalogue existed. The old code only ever added groups,
+            # so this is the version a replay of its whole log would reach: every member
+            # agrees, whichever index its snapshot was taken at.
+            state.catalogue_version = len(state.groups)
+            return state
+        state.catalogue_version = int(catalogue["version"])
+        state.topics = catalogue["topics"]
+        state.consumer_groups = catalogue["consumerGroups"]
+        state.group_entries = {n: GroupEntry(**e) for n, e in catalogue["groups"].items()}
         return state
 
     def events_since(self, time_ms: int, group: str | None = None) -> list[dict[str, Any]]:
@@ -306,5 +459,11 @@ _HANDLERS = {
     "ElectMaster": ReplicasState._elect_master,
     "PutRoute": ReplicasState._put_route,
     "DeleteRoute": ReplicasState._delete_route,
+    "PutTopic": ReplicasState._put_topic,
+    "DeleteTopic": ReplicasState._delete_topic,
+    "PutConsumerGroup": ReplicasState._put_consumer_group,
+    "DeleteConsumerGroup": ReplicasState._delete_consumer_group,
+    "SetGroupWritable": ReplicasState._set_group_writable,
+    "ForgetGroup": ReplicasState._forget_group,
     "Noop": ReplicasState._noop,
 }

@@ -119,6 +119,50 @@ def bench_replication(out_dir: Path, seconds: float, kills: int, work_dir: Path)
     click.echo(f"results: {path}")
 
 
+@bench.command("switchover")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option("--switchovers", type=int, default=20, show_default=True)
+@click.option(
+    "--lean-inflight",
+    type=int,
+    default=4,
+    show_default=True,
+    help="lean-client batches in flight beside the official producers (0: none)",
+)
+@click.option("--pause", type=float, default=1.0, show_default=True, help="seconds between")
+@click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/switchover"))
+def bench_switchover(
+    out_dir: Path, switchovers: int, lean_inflight: int, pause: float, work_dir: Path
+) -> None:
+    """Hand the master role round a 3-replica group N times under produce load."""
+    from rocketcluster.ctl.bench.switchover_bench import run_switchover_bench
+
+    result = run_switchover_bench(work_dir, switchovers, lean_inflight, pause)
+    path = write_results(out_dir, "switchover", result)
+    click.echo(
+        f"switchovers: {result['succeeded']} of {result['switchovers']} succeeded "
+        f"({result['success_rate']:.0%}); took p50 {result['duration_p50_s']:.2f} s, "
+        f"p99 {result['duration_p99_s']:.2f} s, max {result['duration_max_s']:.2f} s; "
+        f"the old master held writes p50 {result['write_pause_p50_ms']:.0f} ms, "
+        f"max {result['write_pause_max_ms']:.0f} ms"
+    )
+    for name in ("official_client", "lean_client"):
+        c = result[name]
+        click.echo(
+            f"{name.replace('_', ' '):<15} acknowledged {c['acknowledged']:,}, "
+            f"send errors {c['send_errors']}, slowest send during a switchover "
+            f"{c['max_send_ms_during_switchovers']:,.0f} ms (p99 overall {c['send_p99_ms']:.0f} ms)"
+        )
+    click.echo(
+        f"audit: {result['acknowledged']:,} acknowledged, lost {result['lost']}, "
+        f"at two offsets {result['delivered_at_two_offsets']}"
+    )
+    for r in result["rounds"]:
+        if not r["ok"]:
+            click.echo(f"  refused {r['from']} -> {r['to']}: {r['message']}")
+    click.echo(f"results: {path}")
+
+
 def _client_bench(
     name: str,
     cases: tuple[str, ...],

@@ -6,10 +6,12 @@ import json
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import click
 import httpx
 
+from rocketcluster.api.topics import MessageType
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
 
@@ -51,10 +53,20 @@ def call(addresses: list[str], method: str, path: str, **kwargs: Any) -> Any:
                 continue
             if answer.status_code >= 400:
                 raise click.ClickException(
-                    f"{method} {path} on {address}: {answer.status_code} {answer.text}"
+                    f"{method} {path} on {address}: {answer.status_code} {_detail(answer)}"
                 )
             return answer.json()
     raise click.ClickException(f"no controller answered: {'; '.join(errors) or 'no leader'}")
+
+
+def _detail(answer: httpx.Response) -> str:
+    """A refusal's own message when it is one line (FastAPI's ``detail``), else the body."""
+    try:
+        body = answer.json()
+    except ValueError:
+        return answer.text
+    detail = body.get("detail") if isinstance(body, dict) else None
+    return detail if isinstance(detail, str) else answer.text
 
 
 def _options(f: Any) -> Any:
@@ -66,7 +78,7 @@ def _options(f: Any) -> Any:
 
 @click.group("controller")
 def controller() -> None:
-    """The controller members: status, broker groups, event history."""
+    """The controller members: status, broker groups, event history, the catalogue."""
 
 
 @controller.command("status")
@@ -127,6 +139,118 @@ def elect(directory: Path, controllers: str | None, group: str, broker_id: int |
             indent=2,
         )
     )
+
+
+# -- the catalogue -------------------------------------------------------------------
+
+
+def catalogue_lines(c: dict[str, Any]) -> list[str]:
+    """The catalogue as a few readable lines (``--json`` prints it whole)."""
+    lines = [
+        f"catalogue version {c['version']}: {len(c['topics'])} topics, "
+        f"{len(c['consumerGroups'])} consumer groups, {len(c['groups'])} broker groups"
+    ]
+    lines += [f"topic {t['name']}: {t['queues']} queues, {t['messageType']}" for t in c["topics"]]
+    lines += [
+        f"consumer group {g['name']}: {'FIFO' if g['fifo'] else 'concurrent'}, "
+        f"up to {g['maxDeliveryAttempts']} delivery attempts"
+        for g in c["consumerGroups"]
+    ]
+    lines += [
+        f"broker group {name}: {e['endpoint'] or 'no endpoint yet'}, "
+        f"{'writable' if e['writable'] else 'read-only'}"
+        for name, e in c["groups"].items()
+    ]
+    return lines
+
+
+@controller.command("catalogue")
+@_options
+@click.option("--json", "as_json", is_flag=True, help="print the catalogue as JSON")
+def catalogue(directory: Path, controllers: str | None, as_json: bool) -> None:
+    """Topics, consumer groups and broker groups (endpoint, writable) the controllers keep."""
+    found = call(admin_addresses(directory, controllers), "GET", "/v1/catalogue")
+    click.echo(json.dumps(found, indent=2) if as_json else "\n".join(catalogue_lines(found)))
+
+
+def _write(directory: Path, controllers: str | None, method: str, path: str, body: Any) -> None:
+    """One write on the leader, its outcome in one line."""
+    answer = call(admin_addresses(directory, controllers), method, path, json=body)
+    version = answer.get("version")
+    click.echo(answer["message"] + ("" if version is None else f" (catalogue version {version})"))
+
+
+@controller.group("topic")
+def topic() -> None:
+    """Topics in the catalogue (put replaces: options left out take their defaults)."""
+
+
+@topic.command("put")
+@_options
+@click.argument("name")
+@click.option("--queues", type=click.IntRange(1, 1024), default=8, show_default=True)
+@click.option(
+    "--type",
+    "message_type",
+    type=click.Choice([t.value for t in MessageType], case_sensitive=False),
+    default=MessageType.NORMAL.value,
+    show_default=True,
+)
+def topic_put(
+    directory: Path, controllers: str | None, name: str, queues: int, message_type: str
+) -> None:
+    """Create or change topic NAME."""
+    body = {"name": name, "queues": queues, "messageType": message_type.upper()}
+    _write(directory, controllers, "PUT", f"/v1/topics/{quote(name, safe='')}", body)
+
+
+@topic.command("delete")
+@_options
+@click.argument("name")
+def topic_delete(directory: Path, controllers: str | None, name: str) -> None:
+    """Delete topic NAME from the catalogue."""
+    _write(directory, controllers, "DELETE", f"/v1/topics/{quote(name, safe='')}", None)
+
+
+@controller.group("consumer-group")
+def consumer_group() -> None:
+    """Consumer groups in the catalogue (put replaces: options left out take their defaults)."""
+
+
+@consumer_group.command("put")
+@_options
+@click.argument("name")
+@click.option("--fifo", is_flag=True, help="deliver each message group in order")
+@click.option("--max-attempts", type=click.IntRange(1, 1000), default=16, show_default=True)
+def consumer_group_put(
+    directory: Path, controllers: str | None, name: str, fifo: bool, max_attempts: int
+) -> None:
+    """Create or change consumer group NAME."""
+    body = {"name": name, "fifo": fifo, "maxDeliveryAttempts": max_attempts}
+    _write(directory, controllers, "PUT", f"/v1/consumer-groups/{quote(name, safe='')}", body)
+
+
+@consumer_group.command("delete")
+@_options
+@click.argument("name")
+def consumer_group_delete(directory: Path, controllers: str | None, name: str) -> None:
+    """Delete consumer group NAME from the catalogue."""
+    _write(directory, controllers, "DELETE", f"/v1/consumer-groups/{quote(name, safe='')}", None)
+
+
+@controller.group("group")
+def broker_group() -> None:
+    """One broker group's catalogue entry."""
+
+
+@broker_group.command("writable")
+@_options
+@click.argument("group")
+@click.argument("writable", type=click.BOOL)
+def group_writable(directory: Path, controllers: str | None, group: str, writable: bool) -> None:
+    """Make GROUP writable (true) or read-only (false, before draining it)."""
+    path = f"/v1/groups/{quote(group, safe='')}/writable"
+    _write(directory, controllers, "PUT", path, {"writable": writable})
 
 
 COMMANDS = [controller, elect]

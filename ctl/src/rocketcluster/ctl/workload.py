@@ -17,7 +17,8 @@ from typing import Any
 
 import httpx
 from rocketmq.v5.client import ClientConfiguration, Credentials
-from rocketmq.v5.model import Message
+from rocketmq.v5.consumer import SimpleConsumer
+from rocketmq.v5.model import FilterExpression, Message
 from rocketmq.v5.producer import Producer
 
 from rocketcluster.api.client.lean import LeanClient
@@ -167,6 +168,7 @@ class Workload:
     groups: dict[str, str] = field(default_factory=dict)  # message id -> broker group
     failures: list[float] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)  # error text -> count
+    sends: list[tuple[float, float]] = field(default_factory=list)  # (acked at, seconds taken)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
 
@@ -188,11 +190,13 @@ class Workload:
                 msg.topic = TOPIC
                 msg.body = f"w{w}-{i}".encode()
                 i += 1
+                started = time.time()
                 try:
                     receipt = producer.send(msg)
                     # The client names a queue "<broker group>.<topic>.<queue id>".
                     self.groups[receipt.message_id] = str(receipt.message_queue).split(".")[0]
-                    self.acked[receipt.message_id] = time.time()
+                    self.acked[receipt.message_id] = now = time.time()
+                    self.sends.append((now, now - started))
                 except Exception as exc:
                     self.failures.append(time.time())
                     text = str(exc).splitlines()[0][:120]
@@ -221,17 +225,18 @@ class Workload:
 
 
 def audit(
-    endpoints: str, group: str, want: set[str], timeout: float = 120
+    endpoints: str, group: str, want: set[str], timeout: float = 120, dry_polls: int = 3
 ) -> dict[str, set[tuple[str, int, int]]]:
     """Read the topic on every group endpoint with a consumer group until every id in
-    ``want`` was seen (and then until it runs dry): id -> {(group endpoint, queue id,
-    queue offset)} of its deliveries."""
+    ``want`` was seen, and then until ``dry_polls`` polls in a row bring nothing (what
+    catches a message delivered twice): id -> {(group endpoint, queue id, queue
+    offset)} of its deliveries."""
 
     async def one(endpoint: str, seen: dict[str, set[tuple[str, int, int]]]) -> None:
         deadline = time.monotonic() + timeout
         empty = 0
         async with LeanClient(endpoint) as client:
-            while time.monotonic() < deadline and (not want <= set(seen) or empty < 3):
+            while time.monotonic() < deadline and (not want <= set(seen) or empty < dry_polls):
                 try:
                     batch = await client.receive(group, TOPIC, batch=64, poll_ms=1000)
                 except Exception:
@@ -252,3 +257,47 @@ def audit(
         return seen
 
     return asyncio.run(run())
+
+
+def produce(endpoints: str, count: int, topic: str = TOPIC) -> list[str]:
+    """``count`` orders sent one at a time with the official Producer, shaped as an
+    application sends them (a tag, a key, a property): their message ids."""
+    producer = Producer(ClientConfiguration(endpoints, Credentials()), (topic,))
+    producer.startup()
+    ids = []
+    try:
+        for i in range(count):
+            msg = Message()
+            msg.topic = topic
+            msg.body = f"order #{i}: 3 rockets".encode()
+            msg.tag = "created" if i % 2 == 0 else "paid"
+            msg.keys = f"order-{i}"
+            msg.add_property("region", "eu" if i % 3 else "us")
+            ids.append(producer.send(msg).message_id)
+    finally:
+        producer.shutdown()
+    return ids
+
+
+def consume(
+    endpoints: str, expected: int, group: str = "billing", topic: str = TOPIC, timeout: float = 60.0
+) -> list[str]:
+    """Receive and acknowledge with the official SimpleConsumer until ``expected``
+    messages arrived (or ``timeout``): their message ids."""
+    consumer = SimpleConsumer(
+        ClientConfiguration(endpoints, Credentials()),
+        group,
+        {topic: FilterExpression()},
+        await_duration=5,
+    )
+    consumer.startup()
+    got: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < expected and time.monotonic() < deadline:
+            for msg in consumer.receive(32, 30):
+                consumer.ack(msg)
+                got.append(msg.message_id)
+    finally:
+        consumer.shutdown()
+    return got

@@ -101,3 +101,31 @@ class MasterMessage(_message.Message):
     heartbeat: Heartbeat
     metadata: Metadata
     def __init__(self, handshake: _Optional[_Union[HandshakeReply, _Mapping]] = ..., data: _Optional[_Union[Data, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., metadata: _Optional[_Union[Metadata, _Mapping]] = ...) -> None: ...
+
+class HandoverRequest(_message.Message):
+    __slots__ = ("group", "master_epoch", "target_broker_id", "timeout_ms", "hold_ms")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TARGET_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    HOLD_MS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    master_epoch: int
+    target_broker_id: int
+    timeout_ms: int
+    hold_ms: int
+    def __init__(self, group: _Optional[str] = ..., master_epoch: _Optional[int] = ..., target_broker_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., hold_ms: _Optional[int] = ...) -> None: ...
+
+class HandoverReply(_message.Message):
+    __slots__ = ("caught_up", "max_offset", "target_ack_offset", "waited_ms", "refused")
+    CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ACK_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    WAITED_MS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    caught_up: bool
+    max_offset: int
+    target_ack_offset: int
+    waited_ms: int
+    refused: str
+    def __init__(self, caught_up: _Optional[bool] = ..., max_offset: _Optional[int] = ..., target_ack_offset: _Optional[int] = ..., waited_ms: _Optional[int] = ..., refused: _Optional[str] = ...) -> None: ...

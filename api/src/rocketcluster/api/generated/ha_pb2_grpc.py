@@ -39,6 +39,16 @@ class HAServiceStub:
                 request_serializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.SlaveMessage.SerializeToString,
                 response_deserializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.MasterMessage.FromString,
                 _registered_method=True)
+        self.PrepareHandover = channel.unary_unary(
+                '/rocketcluster.ha.v1.HAService/PrepareHandover',
+                request_serializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverRequest.SerializeToString,
+                response_deserializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverReply.FromString,
+                _registered_method=True)
+        self.AbortHandover = channel.unary_unary(
+                '/rocketcluster.ha.v1.HAService/AbortHandover',
+                request_serializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverRequest.SerializeToString,
+                response_deserializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverReply.FromString,
+                _registered_method=True)
 
 
 class HAServiceServicer:
@@ -50,6 +60,19 @@ class HAServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PrepareHandover(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AbortHandover(self, request, context):
+        """The controller gave up before deposing the master: resume appends now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HAServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -57,6 +80,16 @@ def add_HAServiceServicer_to_server(servicer, server):
                     servicer.Replicate,
                     request_deserializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.SlaveMessage.FromString,
                     response_serializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.MasterMessage.SerializeToString,
+            ),
+            'PrepareHandover': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrepareHandover,
+                    request_deserializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverRequest.FromString,
+                    response_serializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverReply.SerializeToString,
+            ),
+            'AbortHandover': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortHandover,
+                    request_deserializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverRequest.FromString,
+                    response_serializer=rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +119,60 @@ class HAService:
             '/rocketcluster.ha.v1.HAService/Replicate',
             rocketcluster_dot_api_dot_generated_dot_ha__pb2.SlaveMessage.SerializeToString,
             rocketcluster_dot_api_dot_generated_dot_ha__pb2.MasterMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrepareHandover(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketcluster.ha.v1.HAService/PrepareHandover',
+            rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverRequest.SerializeToString,
+            rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortHandover(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketcluster.ha.v1.HAService/AbortHandover',
+            rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverRequest.SerializeToString,
+            rocketcluster_dot_api_dot_generated_dot_ha__pb2.HandoverReply.FromString,
             options,
             channel_credentials,
             insecure,

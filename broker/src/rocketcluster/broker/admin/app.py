@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.codes import Code, MessagingError
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.store import StoredMessage
@@ -57,7 +58,11 @@ def _http(exc: MessagingError) -> HTTPException:
     return HTTPException(404 if exc.code in not_found else 400, detail=exc.message)
 
 
-def create_admin_app(rt: MessagingRuntime, ready: Callable[[], bool]) -> FastAPI:
+def create_admin_app(
+    rt: MessagingRuntime,
+    ready: Callable[[], bool],
+    catalogue: CatalogueService | None = None,
+) -> FastAPI:
     app = FastAPI(
         title="rocketcluster broker admin",
         version="v1",
@@ -84,12 +89,18 @@ def create_admin_app(rt: MessagingRuntime, ready: Callable[[], bool]) -> FastAPI
 
     @app.get("/v1/broker")
     def broker() -> dict[str, Any]:
+        """Who this broker is (the operator reads ``role`` and ``brokerId``), and what
+        it serves: the catalogue version applied and whether its group takes sends."""
         cfg = rt.config
+        routes = rt.routes
         return {
             "cluster": cfg.cluster,
             "group": cfg.group,
-            "brokerId": cfg.broker_id,
+            "brokerId": rt.role.broker_id if rt.role else cfg.broker_id,
             "role": rt.role.role if rt.role else "master",
+            "writable": routes.writable,
+            "catalogueVersion": routes.version,
+            "catalogue": catalogue.status() if catalogue else None,
             "replication": rt.role.status() if rt.role else None,
             "clientEndpoint": cfg.client_endpoint,
             "routeEndpoint": cfg.route_endpoint,

@@ -100,6 +100,8 @@ class HAMaster:
         self._confirm = 0
         self._activated_at = 0.0
         self._streams = 0
+        # A handover waiting for one slave's ack: (broker id, offset, woken when acked).
+        self._ack_watch: tuple[int, int, asyncio.Future[None]] | None = None
 
     # -- becoming and stopping being master ------------------------------------------
 
@@ -131,6 +133,7 @@ class HAMaster:
             if not fut.done():
                 fut.set_result(None)  # woken to find the broker demoted
         self._waiters.clear()
+        self._wake_ack_watch()
         self._data_ready.set()
 
     async def close(self) -> None:
@@ -223,6 +226,31 @@ class HAMaster:
     def data_written(self) -> None:
         self._data_ready.set()
         self._recompute()
+
+    # -- a handover --------------------------------------------------------------------
+
+    async def wait_acked(self, broker_id: int, offset: int, timeout_s: float) -> bool:
+        """Whether slave ``broker_id`` acknowledges ``offset`` within ``timeout_s`` while
+        this broker stays master: a handover waits for its target to hold the log's
+        end (final while the write gate is closed)."""
+        if self._acked(broker_id) < offset and self.active:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._ack_watch = (broker_id, offset, fut)
+            self._data_ready.set()  # stream what is pending now
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await fut
+            except TimeoutError:
+                pass
+            finally:
+                if self._ack_watch is not None and self._ack_watch[2] is fut:
+                    self._ack_watch = None
+        return self.active and self._acked(broker_id) >= offset
+
+    def _wake_ack_watch(self) -> None:
+        watch, self._ack_watch = self._ack_watch, None
+        if watch is not None and not watch[2].done():
+            watch[2].set_result(None)
 
     # -- serving a slave ---------------------------------------------------------------
 
@@ -333,6 +361,9 @@ class HAMaster:
                     slave.caught_up_at = time.monotonic()
                 slave.last_master_max = self.store.commitlog.committed_offset
                 self._recompute()
+                watch = self._ack_watch
+                if watch and watch[0] == slave.broker_id and slave.ack_offset >= watch[1]:
+                    self._wake_ack_watch()
 
     def _chunk(self, position: int) -> int:
         """Bytes from ``position`` ending on a record boundary, within one segment,

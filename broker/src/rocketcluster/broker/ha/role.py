@@ -28,6 +28,7 @@ from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.client.controller import ControllerClient, ControllerUnavailable
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.broker.ha.epoch import EpochFileCache
+from rocketcluster.broker.ha.handover import HandoverService
 from rocketcluster.broker.ha.master import GroupView, HAMaster
 from rocketcluster.broker.ha.slave import HASlave
 from rocketcluster.broker.store import MessageStore
@@ -81,6 +82,7 @@ class RoleManager:
         # The master epoch of the newest view acted on; heartbeats carry it (and the
         # controllers elect only brokers that report the deposing view's epoch).
         self.seen_master_epoch = 0
+        self.handover = HandoverService(self)
 
     @property
     def address(self) -> str:
@@ -104,7 +106,11 @@ class RoleManager:
             ack_timeout_s=self.config.ha.ack_timeout_ms / 1000,
         )
         answer = await self.client.register_broker(
-            self.config.cluster, self.config.group, self.broker_id, self.address
+            self.config.cluster,
+            self.config.group,
+            self.broker_id,
+            self.address,
+            client_endpoint=self.config.route_endpoint,  # the catalogue's endpoint for routes
         )
         if not answer.ok:
             raise RuntimeError(
@@ -153,6 +159,7 @@ class RoleManager:
         raise RuntimeError(f"no broker id could be applied for in group {self.config.group}")
 
     async def stop(self) -> None:
+        self.handover.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -320,6 +327,7 @@ class RoleManager:
     def _set_role(self, role: str) -> None:
         self.role = role
         self._on_role(role)
+        self.handover.role_changed()
 
     async def _alter_sync_state_set(
         self, members: list[int], master_epoch: int, set_epoch: int, master_id: int
@@ -333,6 +341,10 @@ class RoleManager:
         if not answer.ok:
             log.info("AlterSyncStateSet %s refused: %s %s", members, answer.code, answer.message)
         return answer.ok, answer.data
+
+    def replicating(self) -> bool:
+        """Following a master that accepted this broker's replication stream."""
+        return bool(self._slave and self._slave.connected)
 
     def received_bytes(self) -> int:
         return self._slave.received_bytes if self._slave else 0
@@ -353,4 +365,5 @@ class RoleManager:
             },
             "replicating": bool(slave and slave.connected),
             "inSync": sorted(ha.in_sync()) if ha and ha.active else [],
+            "handover": self.handover.status(),
         }

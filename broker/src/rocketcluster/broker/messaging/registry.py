@@ -1,8 +1,14 @@
 """TopicRegistry: the topics and consumer groups this broker serves.
 
-Declared ones come from the manifest at start (created or updated), others through
-the admin API; everything is kept in the store's metadata and cached here. Unknown
-names are TOPIC_NOT_FOUND / CONSUMER_GROUP_NOT_FOUND unless auto-creation is on.
+Declared ones come from the manifest at start (created or updated), then from the
+controllers' catalogue; others through the admin API; everything is kept in the
+store's metadata and cached here. Unknown names are TOPIC_NOT_FOUND /
+CONSUMER_GROUP_NOT_FOUND unless auto-creation is on.
+
+A name the catalogue dropped is *retired*, not deleted: it is no longer served, but
+its spec and consumer offsets stay in the metadata and its messages in the store, so
+nothing is lost and putting it back resumes where it stopped (and a queue count is
+never shrunk under stored messages). Only the admin API deletes.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from rocketcluster.broker.messaging.codes import Code, MessagingError
 from rocketcluster.broker.store import MetadataStore
 
 DEFAULT_QUEUES = 8
+RETIRED_KEY = "registry/retired"
 
 
 class TopicRegistry:
@@ -21,15 +28,41 @@ class TopicRegistry:
         self.auto_create = auto_create
         self._topics = {t.name: t for t in metadata.list_topics()}
         self._groups = {g.name: g for g in metadata.list_groups()}
+        saved = metadata.get_value(RETIRED_KEY)
+        retired = saved if isinstance(saved, dict) else {}
+        self._retired_topics = {
+            n: self._topics.pop(n) for n in retired.get("topics", []) if n in self._topics
+        }
+        self._retired_groups = {
+            n: self._groups.pop(n) for n in retired.get("groups", []) if n in self._groups
+        }
 
-    def apply_declared(self, topics: list[TopicSpec], groups: list[ConsumerGroupSpec]) -> None:
-        """Create or update what the manifest declares (never deletes)."""
+    def apply_declared(
+        self, topics: list[TopicSpec], groups: list[ConsumerGroupSpec], *, revive: bool = True
+    ) -> None:
+        """Create or update what the manifest declares (never deletes, never shrinks a
+        queue count the catalogue or the admin API raised since). Without ``revive`` (a
+        slave adopting its master's metadata) retired names stay retired: only this
+        broker's own catalogue brings them back."""
         for topic in topics:
+            if not revive and topic.name in self._retired_topics:
+                continue
+            known = self.known_topic(topic.name)
+            if known is not None and topic.queues < known.queues:
+                topic = topic.model_copy(update={"queues": known.queues})  # noqa: PLW2901
             if self._topics.get(topic.name) != topic:
                 self.put_topic(topic)
         for group in groups:
+            if not revive and group.name in self._retired_groups:
+                continue
             if self._groups.get(group.name) != group:
                 self.put_group(group)
+
+    def _save_retired(self) -> None:
+        self._metadata.put_value(
+            RETIRED_KEY,
+            {"topics": sorted(self._retired_topics), "groups": sorted(self._retired_groups)},
+        )
 
     # -- topics ----------------------------------------------------------------
 
@@ -52,8 +85,13 @@ class TopicRegistry:
             )
         raise MessagingError(Code.TOPIC_NOT_FOUND, f"topic {name!r} does not exist")
 
+    def known_topic(self, name: str) -> TopicSpec | None:
+        """The topic's spec, served or retired."""
+        return self._topics.get(name) or self._retired_topics.get(name)
+
     def put_topic(self, spec: TopicSpec) -> TopicSpec:
-        existing = self._topics.get(spec.name)
+        """Create or update a topic (a retired one is served again)."""
+        existing = self.known_topic(spec.name)
         if existing is not None and spec.queues < existing.queues:
             raise MessagingError(
                 Code.BAD_REQUEST,
@@ -62,7 +100,21 @@ class TopicRegistry:
             )
         self._metadata.put_topic(spec)
         self._topics[spec.name] = spec
+        if self._retired_topics.pop(spec.name, None) is not None:
+            self._save_retired()
         return spec
+
+    def retire_topic(self, name: str) -> bool:
+        """Stop serving ``name``, keeping its spec and messages; False if not served."""
+        spec = self._topics.pop(name, None)
+        if spec is None:
+            return False
+        self._retired_topics[name] = spec
+        self._save_retired()
+        return True
+
+    def retired_topics(self) -> list[str]:
+        return sorted(self._retired_topics)
 
     def ensure_system_topic(self, name: str, queues: int = 1) -> TopicSpec:
         topic = self._topics.get(name)
@@ -74,6 +126,8 @@ class TopicRegistry:
 
     def delete_topic(self, name: str) -> bool:
         self._topics.pop(name, None)
+        if self._retired_topics.pop(name, None) is not None:
+            self._save_retired()
         return self._metadata.delete_topic(name)
 
     # -- consumer groups ---------------------------------------------------------
@@ -98,10 +152,28 @@ class TopicRegistry:
         )
 
     def put_group(self, spec: ConsumerGroupSpec) -> ConsumerGroupSpec:
+        """Create or update a consumer group (a retired one is served again, from the
+        offsets it had)."""
         self._metadata.put_group(spec)
         self._groups[spec.name] = spec
+        if self._retired_groups.pop(spec.name, None) is not None:
+            self._save_retired()
         return spec
+
+    def retire_group(self, name: str) -> bool:
+        """Stop serving ``name``, keeping its spec and consumer offsets."""
+        spec = self._groups.pop(name, None)
+        if spec is None:
+            return False
+        self._retired_groups[name] = spec
+        self._save_retired()
+        return True
+
+    def retired_groups(self) -> list[str]:
+        return sorted(self._retired_groups)
 
     def delete_group(self, name: str) -> bool:
         self._groups.pop(name, None)
+        if self._retired_groups.pop(name, None) is not None:
+            self._save_retired()
         return self._metadata.delete_group(name)

@@ -28,6 +28,7 @@ from rocketcluster.broker.messaging.filters import FilterCache
 from rocketcluster.broker.messaging.notify import ArrivalNotifier
 from rocketcluster.broker.messaging.pop import PopService
 from rocketcluster.broker.messaging.registry import TopicRegistry
+from rocketcluster.broker.messaging.routes import RouteTable
 from rocketcluster.broker.messaging.send import SendOutcome, SendService
 from rocketcluster.broker.messaging.service import backoff_policy
 from rocketcluster.broker.messaging.timers import TimerService
@@ -55,6 +56,9 @@ class MessagingRuntime:
         self.store_host = config.client_endpoint
         self.registry = TopicRegistry(store.metadata, auto_create=config.auto_create_topics)
         self.registry.apply_declared(config.topics, config.consumer_groups)
+        # What QueryRoute offers and whether this group takes sends: the config's until
+        # the catalogue service installs the catalogue's (catalogue_sync.py).
+        self.routes = RouteTable.from_config(config)
         self.notifier = ArrivalNotifier()
         store.add_dispatch_listener(self._dispatched)
         self.clients = ClientRegistry(self.tuning.client_expiry_ms / 1000)
@@ -227,6 +231,7 @@ class MessagingRuntime:
         self.registry.apply_declared(
             [TopicSpec.model_validate(t) for t in data.get("topics", [])],
             [ConsumerGroupSpec.model_validate(g) for g in data.get("groups", [])],
+            revive=False,
         )
         for group, topic, qid, offset in data.get("offsets", []):
             self.store.metadata.commit_offset(group, topic, int(qid), int(offset))
@@ -292,21 +297,16 @@ class MessagingRuntime:
 
     # -- protocol answers --------------------------------------------------------
 
+    def install_routes(self, routes: RouteTable) -> None:
+        """Serve ``routes`` from now on (one snapshot: requests never see half of it)."""
+        self.routes = routes
+        self.send.write_refusal = routes.write_refusal
+
     def route_groups(self) -> dict[str, str]:
-        return self.config.route_groups or {self.config.group: self.config.route_endpoint}
+        return self.routes.endpoints()
 
     def broker_pb(self, group: str | None = None) -> pb.Broker:
-        group = group or self.config.group
-        endpoint = self.route_groups().get(group, self.config.route_endpoint)
-        host, _, port = endpoint.rpartition(":")
-        return pb.Broker(
-            name=group,
-            id=0,
-            endpoints=pb.Endpoints(
-                scheme=pb.AddressScheme.IPv4 if _is_ipv4(host) else pb.AddressScheme.DOMAIN_NAME,
-                addresses=[pb.Address(host=host, port=int(port))],
-            ),
-        )
+        return self.routes.broker(group)
 
     def settings_reply(self, client_id: str, settings: pb.Settings) -> pb.Settings:
         """What the client gets back on Telemetry: its settings, with the server's
@@ -407,8 +407,3 @@ class MessagingRuntime:
 
     def _storage(self) -> list[tuple[dict[str, str], float]]:
         return [({}, float(self.store.commitlog.size_bytes()))]
-
-
-def _is_ipv4(host: str) -> bool:
-    parts = host.split(".")
-    return len(parts) == 4 and all(p.isdigit() and 0 <= int(p) < 256 for p in parts)

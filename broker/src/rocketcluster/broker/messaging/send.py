@@ -88,11 +88,21 @@ class SendService:
         self._max_delay_ms = max_delay_s * 1000
         self._round_robin = itertools.count()
         self.gate: ReplicationGate | None = None
+        # Set while the catalogue write-disables this group (a drain): every send is
+        # refused with FORBIDDEN, RocketMQ's NO_PERMISSION, which clients retry on
+        # another queue; receives, acks and offsets go on.
+        self.write_refusal: str | None = None
         self.recent = RecentIds()
         store.dispatcher.record_listeners.append(self.recent.record)
 
     async def send(self, messages: list[pb.Message], client_id: str) -> list[SendOutcome]:
         """Store ``messages`` (one batch per request); one outcome per message."""
+        refusal = self.write_refusal
+        if refusal is not None:
+            return [
+                SendOutcome(Code.FORBIDDEN, refusal, m.system_properties.message_id)
+                for m in messages
+            ]
         prepared: list[_Prepared | SendOutcome] = []
         for msg in messages:
             try:

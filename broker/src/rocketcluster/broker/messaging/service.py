@@ -34,6 +34,11 @@ R = TypeVar("R")
 DEFAULT_BATCH = 32
 MAX_BATCH = 1024
 DEADLINE_MARGIN_S = 0.3
+# RPCs that change what the master holds: during a handover they wait at the write gate
+# (ha/handover.py), and only then is it decided whether to handle or forward them.
+GATED_RPCS = frozenset(
+    {"SendMessage", "EndTransaction", "RecallMessage", "ForwardMessageToDeadLetterQueue"}
+)
 CUSTOMIZED_BACKOFF_S = (
     1,
     5,
@@ -73,6 +78,7 @@ def client_id_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
     def __init__(self, runtime: MessagingRuntime) -> None:
         self._rt = runtime
+        self._gate = runtime.store.write_gate
 
     # -- helpers -----------------------------------------------------------------
 
@@ -88,6 +94,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         code = Code.OK
         try:
             client_id = client_id_of(context)
+            if self._gate.closed and rpc in GATED_RPCS:
+                # A handover: wait, then find this broker master still (handle) or a
+                # slave that knows the new master (forward) — a pause, not an error.
+                await self._gate.passage()
             master = self._rt.forward_to() if request is not None else None
             if master is not None and not _metadata(context, "x-rc-forwarded"):
                 return await self._rt.forwarder.unary(master, rpc, request, context)  # type: ignore[no-any-return]
@@ -112,7 +122,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         return pb.MessageQueue(
             topic=pb.Resource(resource_namespace=namespace, name=topic_name),
             id=qid,
-            permission=pb.Permission.READ_WRITE,
+            permission=self._rt.routes.permission(group),
             broker=self._rt.broker_pb(group),
             accept_message_types=accepted_types(topic),
         )
@@ -127,12 +137,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             topic = self._rt.registry.require_topic(name)
             ns = request.topic.resource_namespace
             # Topics live on every broker group: a queue per group and queue id, each
-            # at its group's endpoint (the one that follows the group's master).
-            queues = [
-                self._queue(name, ns, q, group)
-                for group in sorted(self._rt.route_groups())
-                for q in range(topic.queues)
-            ]
+            # at its group's endpoint (the one that follows the group's master), READ
+            # only for a write-disabled group (routes.py).
+            queues = self._rt.routes.message_queues(topic, ns, accepted_types(topic))
             return spb.QueryRouteResponse(status=OK_STATUS, message_queues=queues)
 
         return await self._unary(

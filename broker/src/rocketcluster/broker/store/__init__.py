@@ -14,6 +14,7 @@ from rocketcluster.broker.store.errors import (
     StoreError,
     StoreLockedError,
 )
+from rocketcluster.broker.store.gate import WriteGate
 from rocketcluster.broker.store.message_store import GetResult, MessageStore, PutResult
 from rocketcluster.broker.store.metadata import MetadataStore
 from rocketcluster.broker.store.record import MessageToStore, StoredMessage, SysFlag
@@ -42,4 +43,5 @@ __all__ = [
     "StoreLockedError",
     "StoredMessage",
     "SysFlag",
+    "WriteGate",
 ]

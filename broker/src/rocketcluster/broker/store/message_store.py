@@ -34,6 +34,7 @@ from rocketcluster.broker.store.errors import (
     StoreLockedError,
 )
 from rocketcluster.broker.store.flush import FlushCommitLogService, FlushTimeoutError
+from rocketcluster.broker.store.gate import WriteGate
 from rocketcluster.broker.store.housekeeping import Housekeeping
 from rocketcluster.broker.store.index import IndexService
 from rocketcluster.broker.store.metadata import MetadataStore
@@ -90,6 +91,8 @@ class MessageStore:
         self._confirm_offset: int | None = None
         # Replication: only the master writes; a slave's log grows by append_replicated.
         self.writable = True
+        # A master handing its role over pauses every append here (ha/handover.py).
+        self.write_gate = WriteGate()
         # Sync flush: the flush thread writes and fsyncs each group commit in one go.
         self._defer_writes = config.flush is FlushMode.SYNC
         self.disk_used_ratio = 0.0
@@ -217,6 +220,10 @@ class MessageStore:
     async def put_batch(self, msgs: Sequence[MessageToStore]) -> PutResult:
         """Store ``msgs`` atomically (all or none) and return once the flush policy is
         met. Expected failures are statuses, never exceptions."""
+        if self.write_gate.closed:
+            # Nothing may reach the log while a handover has it final; no await between
+            # the passage and the append below, so the gate cannot close in between.
+            await self.write_gate.passage()
         refusal = self._refuse(msgs)
         if refusal is not None:
             return refusal

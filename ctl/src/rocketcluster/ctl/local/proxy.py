@@ -2,10 +2,14 @@
 
 One TCP proxy per broker group listens on a stable address and forwards each client
 connection to the group's current master, which it learns from the controllers. When
-the master changes, it closes the connections it holds so clients reconnect — to the
-new master — at once; a connection arriving while the group has no master waits for
-one instead of being refused (a refused connection would put the client's gRPC
-channel into its reconnect backoff).
+another broker becomes master, it closes the connections it holds to the old one so
+clients reconnect — to the new master — at once; a connection arriving while the
+group has no master waits for one instead of being refused (a refused connection
+would put the client's gRPC channel into its reconnect backoff), and is never closed
+while it waits. A group without a master for a moment (a switchover: deposed, then
+the designated slave elected) keeps its connections: the old master holds the
+requests and forwards them to the new one, as it would behind a Kubernetes Service;
+only a group left without a master for longer has them closed.
 
 ``python -m rocketcluster.ctl.local.proxy --config FILE``
 """
@@ -27,6 +31,7 @@ log = logging.getLogger("rocketcluster.proxy")
 
 POLL_S = 0.1
 WAIT_FOR_MASTER_S = 15.0
+NO_MASTER_GRACE_S = 0.5
 BUFFER = 1 << 16
 
 
@@ -36,7 +41,9 @@ class GroupProxy:
         self.listen = listen
         self.master: str | None = None
         self.changed = asyncio.Event()
-        self._connections: set[asyncio.StreamWriter] = set()
+        # Piped connections: the client's writer -> (upstream endpoint, upstream writer).
+        self._links: dict[asyncio.StreamWriter, tuple[str, asyncio.StreamWriter]] = {}
+        self._masterless: asyncio.TimerHandle | None = None
         self.switches = 0
 
     def set_master(self, endpoint: str | None) -> None:
@@ -47,8 +54,24 @@ class GroupProxy:
         self.switches += 1
         self.changed.set()
         self.changed = asyncio.Event()
-        for writer in list(self._connections):
-            writer.close()  # clients reconnect, through us, to the new master
+        if self._masterless is not None:
+            self._masterless.cancel()
+            self._masterless = None
+        if endpoint is None:
+            self._masterless = asyncio.get_running_loop().call_later(
+                NO_MASTER_GRACE_S, self._close_links, None
+            )
+        else:
+            self._close_links(endpoint)
+
+    def _close_links(self, keep: str | None) -> None:
+        """Close the piped connections not going to ``keep``: their clients reconnect,
+        through us, to the master (or wait here for one)."""
+        self._masterless = None
+        for writer, (upstream, upstream_writer) in list(self._links.items()):
+            if upstream != keep:
+                writer.close()
+                upstream_writer.close()
 
     async def _wait_master(self) -> str | None:
         deadline = asyncio.get_running_loop().time() + WAIT_FOR_MASTER_S
@@ -62,23 +85,26 @@ class GroupProxy:
         return self.master
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._connections.add(writer)
         upstream_writer: asyncio.StreamWriter | None = None
         try:
-            master = await self._wait_master()
-            if master is None:
-                return
-            host, _, port = master.rpartition(":")
-            try:
-                up_reader, upstream_writer = await asyncio.open_connection(host, int(port))
-            except OSError:
-                return
-            self._connections.add(upstream_writer)
+            while True:
+                master = await self._wait_master()
+                if master is None:
+                    return
+                host, _, port = master.rpartition(":")
+                try:
+                    up_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+                except OSError:
+                    return
+                if master == self.master:
+                    break
+                upstream_writer.close()  # the master changed while we connected
+            self._links[writer] = (master, upstream_writer)
             await asyncio.gather(_pipe(reader, upstream_writer), _pipe(up_reader, writer))
         finally:
+            self._links.pop(writer, None)
             for w in (writer, upstream_writer):
                 if w is not None:
-                    self._connections.discard(w)
                     w.close()
 
     async def serve(self) -> asyncio.Server:

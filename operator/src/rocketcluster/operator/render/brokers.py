@@ -74,7 +74,7 @@ def process_config(cluster: RocketCluster, group: str, replica: int) -> BrokerPr
         "route_groups": {g: client_endpoint(cluster, g) for g in group_names(cluster)},
         "controllers": member_addresses(cluster) if replicated else [],
     }
-    if replicated and "label_pod_role" in BrokerProcessConfig.model_fields:  # TODO(op): drop guard
+    if replicated:  # a broker follows its role on its pod's label: the Service selects it
         settings["label_pod_role"] = True
     return BrokerProcessConfig.model_validate(settings)
 
