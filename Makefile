@@ -9,10 +9,11 @@ UV := $(PYTHON) -m uv
 RUN := $(UV) run --frozen
 PYTEST_ARGS ?=
 
-.PHONY: help setup demo test lint generated typecheck unit chaos chaos-soak chaos-deps bench sim clean
+.PHONY: help setup demo demo-operator test lint generated typecheck unit chaos chaos-soak chaos-deps bench sim clean
 
 help:
 	@echo "make demo   - start the embedded local runtime and show it working"
+	@echo "make demo-operator - the operator on an emulated Kubernetes: apply, roll, scale, delete"
 	@echo "make test   - lint, type-check and run every test (installs what it needs)"
 	@echo "make bench  - benchmarks; JSON in bench/results/, a table on stdout"
 	@echo "make lint   - ruff lint and format check"
@@ -30,6 +31,11 @@ setup: .venv/.synced
 
 demo: setup
 	$(RUN) rocketctl demo cluster
+
+# The real operator, controllers and brokers against the API server emulator and the
+# pod realiser (e2e/), narrated: apply -> Ready -> roll under load -> scale -> delete.
+demo-operator: setup
+	$(RUN) python -m rocketcluster.e2e.k8s.demo
 
 lint: setup
 	$(RUN) ruff check .
@@ -71,6 +77,7 @@ bench: setup
 	$(RUN) rocketctl bench clients --out bench/results
 	$(RUN) rocketctl bench controller --out bench/results
 	$(RUN) rocketctl bench replication --out bench/results
+	$(RUN) rocketctl bench switchover --out bench/results
 
 SEEDS ?= 10000
 START ?= 0

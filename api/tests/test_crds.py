@@ -108,6 +108,24 @@ def test_crds_are_valid_crd_objects(resource: Any, version: str) -> None:
     kubernetes_validate.validate(custom_resource_definition(resource), version, strict=True)
 
 
+def test_no_category_shadows_a_name() -> None:
+    """kubectl expands a category before resolving a name: a category equal to a
+    kind's plural, singular or short name would make ``kubectl get <it> NAME`` ask
+    for every kind in the category."""
+    crds = [yaml.safe_load(p.read_text()) for p in sorted(CRD_DIR.glob("*.yaml"))]
+    names = {
+        n
+        for crd in crds
+        for n in (
+            crd["spec"]["names"]["plural"],
+            crd["spec"]["names"]["singular"],
+            *crd["spec"]["names"].get("shortNames", []),
+        )
+    }
+    categories = {c for crd in crds for c in crd["spec"]["names"].get("categories", [])}
+    assert categories and not categories & names
+
+
 def test_crd_schemas_are_structural() -> None:
     """Every node has a type; no $ref, anyOf or additionalProperties: false."""
 

@@ -11,7 +11,7 @@ from rocketcluster.ctl.cli import main
 
 
 def test_demo_store_loses_nothing(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["demo", "store", "--dir", str(tmp_path / "demo")])
+    result = CliRunner().invoke(main, ["demo", "store", "--dir", str(tmp_path / "demo"), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["lost"] == 0
@@ -43,6 +43,25 @@ def test_demo_standalone_with_the_official_client(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         main,
         ["demo", "standalone", "-f", str(example), "--dir", str(tmp_path / "d"), "--count", "40"],
+    )
+    assert result.exit_code == 0, result.output
+    # people read a few lines; the same report is JSON behind --json
+    lines = result.output.splitlines()
+    assert len(lines) < 15 and lines[-1].startswith("verdict:"), result.output
+    assert any("consumed and acknowledged 40" in line for line in lines)
+    result = CliRunner().invoke(
+        main,
+        [
+            "demo",
+            "standalone",
+            "-f",
+            str(example),
+            "--dir",
+            str(tmp_path / "d"),
+            "--count",
+            "40",
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)

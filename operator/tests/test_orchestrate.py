@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from rocketcluster.operator.orchestrate import broker_roll, controller_roll
 from rocketcluster.operator.orchestrate.broker_roll import next_group_step
 from rocketcluster.operator.orchestrate.controller_roll import next_controller_step
 from rocketcluster.operator.orchestrate.model import (
@@ -126,6 +127,18 @@ def test_a_single_replica_group_restarts_in_place() -> None:
     assert next_group_step(group).kind is StepKind.DELETE_POD
 
 
+def test_a_rolled_group_is_whole_only_once_every_replica_is_back() -> None:
+    """No pod runs the old spec any more, but the old master's new pod is still
+    starting, then catching up: the roll of this group is not over yet."""
+    assert broker_roll.settling(_group((NEW, NEW, NEW))) is None
+    starting = _group((NEW, NEW, NEW), master=2, ready=(False, True, True), in_sync=(2, 3))
+    assert broker_roll.settling(starting) == "pod g-0 is starting after its restart"
+    behind = _group((NEW, NEW, NEW), master=2, in_sync=(2, 3))
+    assert broker_roll.settling(behind) == ("pod g-0 is catching up (not yet in the SyncStateSet)")
+    missing = replace(behind, pods=behind.pods[1:], view=GroupView(2, 6, frozenset({2, 3})))
+    assert broker_roll.settling(missing) == "2 of 3 replicas of g exist"
+
+
 def _members(
     applied: tuple[str, ...], leader: int = 1, ready: tuple[bool, ...] = (True, True, True)
 ) -> ControllerObservation:
@@ -177,6 +190,16 @@ def test_controllers_wait_for_a_whole_quorum_and_a_leader() -> None:
         tuple(replace(m, leader_id=None) for m in _members((OLD, OLD, OLD)).members)
     )
     assert next_controller_step(no_leader).kind is StepKind.WAIT
+
+
+def test_rolled_controllers_are_whole_once_every_member_is_ready_with_a_leader() -> None:
+    assert controller_roll.settling(_members((NEW, NEW, NEW))) is None
+    restarting = _members((NEW, NEW, NEW), ready=(True, True, False))
+    assert controller_roll.settling(restarting) == "controller c-2 is starting after its restart"
+    electing = ControllerObservation(
+        tuple(replace(m, leader_id=None) for m in _members((NEW, NEW, NEW)).members)
+    )
+    assert controller_roll.settling(electing) == "the controllers are electing a leader"
 
 
 def _contents(committed: int = 10, inflight: int = 0, unread: int = 0) -> GroupContents:

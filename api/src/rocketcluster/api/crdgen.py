@@ -36,6 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parents[4]
 CRD_DIR = REPO_ROOT / "crds"
 
 _DROP = {"title", "additionalProperties", "$defs", "discriminator"}
+CATEGORY = "rocket"
 
 
 @dataclass(frozen=True)
@@ -260,7 +261,11 @@ def custom_resource_definition(resource: Resource) -> dict[str, Any]:
                 "plural": resource.plural,
                 "singular": resource.kind.lower(),
                 "shortNames": list(resource.short_names),
-                "categories": ["rocketcluster"],
+                # ``kubectl get rocket`` lists all three. kubectl expands categories
+                # before it resolves names, so a category must never be a kind's name
+                # (``rocketcluster`` would turn ``kubectl get rocketcluster prod`` into
+                # a query of all three kinds, refused as "only one resource").
+                "categories": [CATEGORY],
             },
             "versions": [
                 {

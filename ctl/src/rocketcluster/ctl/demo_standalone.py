@@ -13,54 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocketmq.v5.client import ClientConfiguration, Credentials
-from rocketmq.v5.consumer import SimpleConsumer
-from rocketmq.v5.model import FilterExpression, Message
-from rocketmq.v5.producer import Producer
-
 from rocketcluster.api.client.admin import AdminClient
 from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.workload import consume, produce
 
 TOPIC = "orders"
 GROUP = "billing"
-
-
-def _produce(endpoints: str, count: int) -> list[str]:
-    producer = Producer(ClientConfiguration(endpoints, Credentials()), (TOPIC,))
-    producer.startup()
-    ids = []
-    try:
-        for i in range(count):
-            msg = Message()
-            msg.topic = TOPIC
-            msg.body = f"order #{i}: 3 rockets".encode()
-            msg.tag = "created" if i % 2 == 0 else "paid"
-            msg.keys = f"order-{i}"
-            msg.add_property("region", "eu" if i % 3 else "us")
-            ids.append(producer.send(msg).message_id)
-    finally:
-        producer.shutdown()
-    return ids
-
-
-def _consume(endpoints: str, expected: int, timeout: float = 60.0) -> list[str]:
-    consumer = SimpleConsumer(
-        ClientConfiguration(endpoints, Credentials()),
-        GROUP,
-        {TOPIC: FilterExpression()},
-        await_duration=5,
-    )
-    consumer.startup()
-    got: list[str] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(got) < expected and time.monotonic() < deadline:
-            for msg in consumer.receive(32, 30):
-                consumer.ack(msg)
-                got.append(msg.message_id)
-    finally:
-        consumer.shutdown()
-    return got
 
 
 def run_standalone_demo(manifest: Path, directory: Path, count: int = 200) -> dict[str, Any]:
@@ -71,10 +29,10 @@ def run_standalone_demo(manifest: Path, directory: Path, count: int = 200) -> di
     try:
         endpoints = state["clientEndpoints"]
         started = time.monotonic()
-        sent = _produce(endpoints, count)
+        sent = produce(endpoints, count, TOPIC)
         produced_s = time.monotonic() - started
         started = time.monotonic()
-        received = _consume(endpoints, len(sent))
+        received = consume(endpoints, len(sent), GROUP, TOPIC)
         consumed_s = time.monotonic() - started
         admin_address = state["processes"][0]["addresses"]["admin"]
         with AdminClient(admin_address) as admin:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -28,6 +29,11 @@ class AdminError(RuntimeError):
         super().__init__(message)
         self.status = status
         self.detail = detail
+
+
+def _name(name: str) -> str:
+    """A name as one path segment: RocketMQ names may hold ``%`` (``%RETRY%g``)."""
+    return quote(name, safe="")
 
 
 def _url(ip: str, path: str) -> str:
@@ -121,7 +127,7 @@ class ControllerAdmin:
 
     async def elect(self, group: str, broker_id: int) -> dict[str, Any]:
         answer: dict[str, Any] = await self.leader_call(
-            "POST", f"/v1/groups/{group}/elect", {"brokerId": broker_id}, ELECT_TIMEOUT_S
+            "POST", f"/v1/groups/{_name(group)}/elect", {"brokerId": broker_id}, ELECT_TIMEOUT_S
         )
         return answer
 
@@ -132,21 +138,23 @@ class ControllerAdmin:
         return answer
 
     async def set_writable(self, group: str, writable: bool) -> None:
-        await self.leader_call("PUT", f"/v1/groups/{group}/writable", {"writable": writable})
+        await self.leader_call("PUT", f"/v1/groups/{_name(group)}/writable", {"writable": writable})
 
     async def forget_group(self, group: str) -> None:
         try:
-            await self.leader_call("DELETE", f"/v1/groups/{group}")
+            await self.leader_call("DELETE", f"/v1/groups/{_name(group)}")
         except AdminError as exc:
             if exc.status != 404:
                 raise
 
-    async def put(self, collection: str, name: str, body: dict[str, Any]) -> None:
-        await self.leader_call("PUT", f"/v1/{collection}/{name}", body)
+    async def put(self, collection: str, name: str, body: dict[str, Any]) -> int:
+        """Put an entry into the catalogue: the catalogue version that holds it."""
+        answer = await self.leader_call("PUT", f"/v1/{collection}/{_name(name)}", body)
+        return int((answer or {}).get("version", 0))
 
     async def delete(self, collection: str, name: str) -> None:
         try:
-            await self.leader_call("DELETE", f"/v1/{collection}/{name}")
+            await self.leader_call("DELETE", f"/v1/{collection}/{_name(name)}")
         except AdminError as exc:
             if exc.status != 404:
                 raise

@@ -4,6 +4,7 @@ out when deleted. Status says whether the cluster has it."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from rocketcluster.api.status import (
     merge_conditions,
     now_rfc3339,
 )
-from rocketcluster.operator.admin import AdminError, ControllerAdmin
+from rocketcluster.operator.admin import AdminError, BrokerAdmin, ControllerAdmin
 from rocketcluster.operator.kube.apply import Applier
 from rocketcluster.operator.kube.client import KubeClient
 
@@ -29,6 +30,11 @@ class CatalogueRefused(ValueError):
 
 class CatalogueWaiting(AdminError):
     """Not yet: the cluster or its controllers are not there (retried)."""
+
+
+class CataloguePropagating(CatalogueWaiting):
+    """In the catalogue, but not every running broker serves it yet (retried soon:
+    brokers poll the catalogue every second or two)."""
 
 
 @dataclass(frozen=True)
@@ -95,10 +101,11 @@ class CatalogueReconciler:
         namespace = body["metadata"]["namespace"]
         try:
             admin = await self._admin(namespace, entry.cluster)
-            await admin.put(entry.collection, entry.name, entry.body)
+            version = await admin.put(entry.collection, entry.name, entry.body)
             previous = (body.get("status") or {}).get("name")
             if previous and previous != entry.name:
                 await admin.delete(entry.collection, previous)
+            behind = await self._brokers_behind(namespace, entry.cluster, version)
         except AdminError as exc:
             refused = 400 <= exc.status < 500 and exc.status != 421
             reason = "Refused" if refused else "ClusterUnavailable"
@@ -106,7 +113,41 @@ class CatalogueReconciler:
             if refused:
                 raise CatalogueRefused(str(exc.detail or exc)) from exc
             raise
+        if behind:
+            message = f"in the catalogue (version {version}); not yet served by {', '.join(behind)}"
+            await self._status(body, entry.name, False, "Propagating", message)
+            raise CataloguePropagating(message)
         await self._status(body, entry.name, True, "InCatalogue", f"served by {entry.cluster}")
+
+    async def _brokers_behind(self, namespace: str, cluster: str, version: int) -> list[str]:
+        """The ready broker pods that have not applied catalogue ``version`` yet (a
+        broker that does not answer counts as behind; one that is not ready loads the
+        catalogue when it starts)."""
+        pods = await self._client.list(
+            "v1",
+            "Pod",
+            namespace,
+            {kube.LABEL_CLUSTER: cluster, kube.LABEL_COMPONENT: kube.COMPONENT_BROKER},
+        )
+        ready = [
+            p
+            for p in pods
+            if (p.get("status") or {}).get("podIP")
+            and not p["metadata"].get("deletionTimestamp")
+            and any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (p.get("status") or {}).get("conditions") or []
+            )
+        ]
+
+        async def applied(pod: dict[str, Any]) -> int:
+            info = await BrokerAdmin(self._http, pod["status"]["podIP"]).broker()
+            return int((info or {}).get("catalogueVersion", -1))
+
+        versions = await asyncio.gather(*(applied(p) for p in ready))
+        return sorted(
+            p["metadata"]["name"] for p, v in zip(ready, versions, strict=True) if v < version
+        )
 
     async def delete(self, body: dict[str, Any]) -> None:
         try:

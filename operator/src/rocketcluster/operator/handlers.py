@@ -15,7 +15,11 @@ import kopf
 
 from rocketcluster.api import kube
 from rocketcluster.operator.admin import AdminError
-from rocketcluster.operator.catalogue import CatalogueReconciler, CatalogueRefused
+from rocketcluster.operator.catalogue import (
+    CataloguePropagating,
+    CatalogueReconciler,
+    CatalogueRefused,
+)
 from rocketcluster.operator.kube.apply import Applier, ApplyMode, applier
 from rocketcluster.operator.kube.client import KubeApiError, KubeClient, KubeUnavailable
 from rocketcluster.operator.kube.connection import KubeConfigError, discover
@@ -100,6 +104,8 @@ async def put_entry(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         await _catalogue(memo).put(dict(body))
     except CatalogueRefused as exc:
         raise kopf.PermanentError(str(exc)) from exc
+    except CataloguePropagating as exc:
+        raise kopf.TemporaryError(str(exc), delay=1) from exc
     except (KubeUnavailable, KubeApiError, AdminError) as exc:
         raise kopf.TemporaryError(str(exc), delay=5) from exc
 

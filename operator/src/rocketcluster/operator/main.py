@@ -17,6 +17,18 @@ import kopf
 from rocketcluster.operator import handlers
 
 
+class _QuietTicks(logging.Filter):
+    """kopf logs every successful timer run at INFO: one line per cluster every tick.
+    Failures, retries and everything the reconciler itself says still pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.levelno <= logging.INFO
+            and record.getMessage().startswith("Timer ")
+            and record.getMessage().endswith(" succeeded.")
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Run the rocketcluster operator.")
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
@@ -36,6 +48,7 @@ def main(argv: list[str] | None = None) -> None:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("kopf.objects").addFilter(_QuietTicks())
     assert handlers.reconcile_cluster  # the handlers register on import
     asyncio.run(
         kopf.operator(

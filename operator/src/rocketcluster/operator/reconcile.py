@@ -27,7 +27,9 @@ from rocketcluster.operator.kube.client import KubeApiError, KubeClient
 from rocketcluster.operator.observe import Observed, Observer
 from rocketcluster.operator.orchestrate.assess import Assessment, assess
 from rocketcluster.operator.orchestrate.broker_roll import next_group_step
+from rocketcluster.operator.orchestrate.broker_roll import settling as group_settling
 from rocketcluster.operator.orchestrate.controller_roll import next_controller_step
+from rocketcluster.operator.orchestrate.controller_roll import settling as controllers_settling
 from rocketcluster.operator.orchestrate.model import Attempts, GroupObservation
 from rocketcluster.operator.orchestrate.scale import (
     FORCE_ANNOTATION,
@@ -207,6 +209,9 @@ class ClusterReconciler:
         acted = False
         if observed.controllers is not None:
             step = next_controller_step(observed.controllers)
+            if step.kind is StepKind.DONE and "controllers" in memory.roll_started:
+                why = controllers_settling(observed.controllers)
+                step = wait(why) if why else step  # the roll ends when every member is back
             steps["controllers"] = step
             if step.acts:
                 acted = await self._act(cluster, "controllers", step, observed, memory)
@@ -222,6 +227,9 @@ class ClusterReconciler:
                     steps[name] = wait("queued: one roll at a time")
                 continue
             step = next_group_step(group, memory.attempts)
+            if step.kind is StepKind.DONE and name in memory.roll_started:
+                why = group_settling(group)
+                step = wait(why) if why else step  # the roll ends when every replica is back
             if step.kind is StepKind.BLOCKED and observed.controller_error:
                 step = blocked(f"the controllers do not answer ({observed.controller_error})")
             steps.setdefault(name, step)
@@ -333,15 +341,18 @@ class ClusterReconciler:
         group: GroupObservation,
         observed: Observed,
     ) -> list[str]:
+        """One step of a leaving group: write-disable it, judge the drain, remove it,
+        forget it. Returns what keeps it from going that a person should read (the
+        ScaleDownBlocked warning); empty while it simply progresses."""
         admin = observed.controller_admin
         forced = (body["metadata"].get("annotations") or {}).get(FORCE_ANNOTATION) == "force"
         live_pods = [p for p in group.pods if p.exists]
         if live_pods and group.name not in observed.workloads:
-            return [f"the pods of {group.name} are stopping"]
+            return []  # removed; its pods are stopping (progress, nothing to warn about)
         if live_pods:
             if admin is not None and (group.view is None or group.view.writable):
                 await self._try(admin.set_writable(group.name, False), "Drain", group.name)
-                return [f"write-disabling {group.name}"]
+                return []  # write-disabled now; what is left is judged next tick
             problems = await self._drain_problems(group)
             if problems and not forced:
                 return problems

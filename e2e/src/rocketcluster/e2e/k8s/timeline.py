@@ -1,7 +1,9 @@
-"""A timeline of every broker group as the controllers see it — master, epoch and
-SyncStateSet, sampled a few times a second in a background thread — so a suite can
-say how long each group was without a master, and whether a group ever fell below
-its minimum of in-sync replicas, while something else (a roll, a kill) happens."""
+"""A timeline of the cluster as its controllers see it — every broker group's master,
+epoch and SyncStateSet, and the controllers' Raft leader — sampled a few times a
+second in a background thread, so a suite can say how long each group was without
+a master, whether a group ever fell below its minimum of in-sync replicas, and who
+led or was master when a pod was deleted, while something else (a roll, a kill)
+happens."""
 
 from __future__ import annotations
 
@@ -25,8 +27,17 @@ class Sample:
     sync_state_set: tuple[int, ...]
 
 
-def leader_groups(http: httpx.Client, member_ips: list[str]) -> list[dict[str, Any]] | None:
-    """``/v1/groups`` from the Raft leader, found through any member that answers."""
+@dataclass(frozen=True)
+class LeaderSample:
+    at: float
+    leader_id: int | None  # the controller member id (member i+1 is C-controller-i)
+
+
+def leader_view(
+    http: httpx.Client, member_ips: list[str]
+) -> tuple[int | None, list[dict[str, Any]] | None]:
+    """The Raft leader's id and its ``/v1/groups``, found through any member that
+    answers (``member_ips`` in member order)."""
     for ip in member_ips:
         try:
             cluster = http.get(f"http://{ip}:{ADMIN_PORT}/v1/cluster").json()
@@ -38,25 +49,26 @@ def leader_groups(http: httpx.Client, member_ips: list[str]) -> list[dict[str, A
             groups: list[dict[str, Any]] = http.get(
                 f"http://{target}:{ADMIN_PORT}/v1/groups"
             ).json()
-            return groups
-        except (httpx.HTTPError, ValueError, KeyError):
+            return int(leader), groups
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
             continue
-    return None
+    return None, None
 
 
 @dataclass
-class GroupTimeline:
+class ClusterTimeline:
     """``member_ips()`` gives the controller members' pod IPs in member order (they
     change when a member restarts)."""
 
     member_ips: Callable[[], list[str]]
     period_s: float = 0.2
     samples: list[Sample] = field(default_factory=list)
+    leaders: list[LeaderSample] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def start(self) -> GroupTimeline:
-        self._thread = threading.Thread(target=self._run, daemon=True, name="group-timeline")
+    def start(self) -> ClusterTimeline:
+        self._thread = threading.Thread(target=self._run, daemon=True, name="cluster-timeline")
         self._thread.start()
         return self
 
@@ -65,6 +77,12 @@ class GroupTimeline:
         if self._thread is not None:
             self._thread.join(timeout=10)
 
+    def __enter__(self) -> ClusterTimeline:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def _run(self) -> None:
         with httpx.Client(timeout=1.0) as http:
             while not self._stop.is_set():
@@ -72,8 +90,9 @@ class GroupTimeline:
                     ips = self.member_ips()
                 except Exception:  # the API being briefly unreachable is not a failure
                     ips = []
-                groups = leader_groups(http, ips) if ips else None
+                leader, groups = leader_view(http, ips) if ips else (None, None)
                 now = time.time()
+                self.leaders.append(LeaderSample(now, leader))
                 for g in groups or []:
                     self.samples.append(
                         Sample(
@@ -86,15 +105,17 @@ class GroupTimeline:
                     )
                 self._stop.wait(self.period_s)
 
-    def of(self, group: str, since: float = 0.0) -> list[Sample]:
-        return [s for s in self.samples if s.group == group and s.at >= since]
+    def of(self, group: str, since: float = 0.0, until: float = float("inf")) -> list[Sample]:
+        return [s for s in self.samples if s.group == group and since <= s.at <= until]
 
-    def longest_without_master(self, group: str, since: float = 0.0) -> float:
+    def longest_without_master(
+        self, group: str, since: float = 0.0, until: float = float("inf")
+    ) -> float:
         """The longest stretch (seconds) in which the controllers named no master —
         from the first sample without one to the next sample with one."""
         longest = 0.0
         gap_start: float | None = None
-        for s in self.of(group, since):
+        for s in self.of(group, since, until):
             if s.master_id is None and gap_start is None:
                 gap_start = s.at
             elif s.master_id is not None and gap_start is not None:
@@ -102,8 +123,12 @@ class GroupTimeline:
                 gap_start = None
         return longest
 
-    def smallest_sync_state_set(self, group: str, since: float = 0.0) -> int:
-        sizes = [len(s.sync_state_set) for s in self.of(group, since) if s.master_id is not None]
+    def smallest_sync_state_set(
+        self, group: str, since: float = 0.0, until: float = float("inf")
+    ) -> int:
+        sizes = [
+            len(s.sync_state_set) for s in self.of(group, since, until) if s.master_id is not None
+        ]
         return min(sizes) if sizes else 0
 
     def masters(self, group: str, since: float = 0.0) -> list[int]:
@@ -113,3 +138,12 @@ class GroupTimeline:
             if s.master_id is not None and (not out or out[-1] != s.master_id):
                 out.append(s.master_id)
         return out
+
+    def at(self, group: str, when: float) -> Sample | None:
+        """The last sample of ``group`` taken at or before ``when``."""
+        before = [s for s in self.samples if s.group == group and s.at <= when]
+        return before[-1] if before else None
+
+    def leader_at(self, when: float) -> int | None:
+        before = [s for s in self.leaders if s.at <= when and s.leader_id is not None]
+        return before[-1].leader_id if before else None

@@ -120,5 +120,22 @@ def next_group_step(
     )
 
 
+def settling(group: GroupObservation) -> str | None:
+    """Why a group whose pods all run the current spec is not whole again yet — a
+    replica missing, being replaced, not ready, or not back in the SyncStateSet — or
+    None. A roll is finished only then: the next group waits for it."""
+    live = [p for p in group.pods if p.exists]
+    for pod in sorted(group.pods, key=lambda p: p.name):
+        if pod.deleting or not pod.exists:
+            return f"pod {pod.name} is being replaced"
+        if not pod.ready:
+            return f"pod {pod.name} is starting after its restart"
+        if group.replicated and group.view is not None and not group.in_sync(pod):
+            return f"pod {pod.name} is catching up (not yet in the SyncStateSet)"
+    if len(live) < group.desired_replicas:
+        return f"{len(live)} of {group.desired_replicas} replicas of {group.name} exist"
+    return None
+
+
 def _delete(pod: PodState, reason: str) -> Step:
     return Step(StepKind.DELETE_POD, reason, pod=pod.name, restart=RestartReason.SPEC_CHANGED)

@@ -63,3 +63,18 @@ def next_controller_step(
         pod=todo[0].name,
         target=followers[0].member_id,
     )
+
+
+def settling(controllers: ControllerObservation) -> str | None:
+    """Why the members, all on the current spec, are not whole again yet — a member's
+    pod missing, restarting or not ready, or no leader agreed — or None. The broker
+    groups roll only after that."""
+    for m in sorted(controllers.members, key=lambda m: m.index):
+        pod = m.pod
+        if pod is None or pod.deleting or not pod.exists or pod.pod_hash != m.applied_hash:
+            return f"controller {m.name} is being replaced"
+        if not pod.ready:
+            return f"controller {m.name} is starting after its restart"
+    if controllers.leader_id is None:
+        return "the controllers are electing a leader"
+    return None

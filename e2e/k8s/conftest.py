@@ -1,0 +1,51 @@
+"""The operated cluster of the e2e/k8s suite: once per backend (the emulator + pod
+realiser here; a real cluster when one is configured, skipped saying why when not)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rocketcluster.ctl.testing import quiet_official_client
+from rocketcluster.e2e.k8s.backends import BackendUnavailable, open_backend
+from rocketcluster.e2e.k8s.operated import OperatedCluster
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = REPO / "examples" / "cluster.yaml"
+CATALOGUE = REPO / "examples" / "catalogue.yaml"
+
+
+class Journey:
+    """The suite is one user's journey through a cluster's life; a step that failed
+    makes the steps after it skip (saying which), rather than fail for its reason."""
+
+    def __init__(self, cluster: OperatedCluster) -> None:
+        self.cluster = cluster
+        self.done: set[str] = set()
+        self.on_new_group: list[str] = []  # ids produced to the group scale-in removes
+
+    def needs(self, *steps: str) -> OperatedCluster:
+        missing = [s for s in steps if s not in self.done]
+        if missing:
+            pytest.skip(f"needs the step(s) {', '.join(missing)}, which did not succeed")
+        return self.cluster
+
+
+@pytest.fixture(scope="module", params=["emulated", "real"])
+def journey(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Journey]:
+    quiet_official_client()
+    kind = str(request.param)
+    try:
+        backend = open_backend(kind, tmp_path_factory.mktemp(f"k8s-{kind}"), REPO / "crds")
+    except BackendUnavailable as exc:
+        pytest.skip(f"{kind} backend: {exc}")
+    cluster = OperatedCluster(backend, "prod")
+    try:
+        yield Journey(cluster)
+    finally:
+        cluster.close()
+        backend.close()

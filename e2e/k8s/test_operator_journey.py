@@ -1,0 +1,156 @@
+"""A RocketCluster's life, driven the way users drive it: ``kubectl apply`` the example
+manifest → Ready with masters in status → the official client produces and consumes
+through the group Services → a master's process dies and status follows the new
+master → an image change rolls every pod in order under continuous load, losing
+nothing → scale out to three groups → scale-in refused while the leaving group holds
+unconsumed messages → drained scale-in → deletion leaves what the retention policy
+says. The real operator, real controllers and real brokers, on the emulator + pod
+realiser here (or a real cluster when one is configured)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rocketcluster.api import kube
+from rocketcluster.ctl.workload import Workload, consume, produce
+from rocketcluster.e2e.k8s import steps
+from rocketcluster.e2e.k8s.operated import condition, wait_until
+
+from .conftest import CATALOGUE, MANIFEST, Journey
+
+GROUPS = ["prod-broker-0", "prod-broker-1"]
+LEAVING = "prod-broker-2"
+
+
+def _names(objects: list[dict[str, Any]]) -> list[str]:
+    return sorted(str(o["metadata"]["name"]) for o in objects)
+
+
+def test_apply_becomes_ready_with_masters_in_status(journey: Journey) -> None:
+    cluster = journey.cluster
+    ready = steps.apply_until_ready(cluster, MANIFEST)
+    assert ready.applied == "rocketcluster.rocketcluster.io/prod created"
+    status = ready.status
+    assert status["masters"] == "2/2"
+    assert (condition(status, "Degraded") or {}).get("status") == "False"
+    groups = {g["name"]: g for g in status["groups"]}
+    assert sorted(groups) == GROUPS
+    for name, g in groups.items():
+        assert g["readyReplicas"] == 3 and g["masterEpoch"] >= 1, g
+        assert g["master"] in g["syncStateSet"], g
+        assert g["endpoint"] == f"{kube.service_host(name, cluster.backend.namespace)}:8081"
+    assert status["controller"]["leader"] in (1, 2, 3)
+    # the printer columns a person sees
+    table = cluster.backend.kubectl("get", "rocketclusters", "-n", cluster.backend.namespace)
+    header, row = table.stdout.splitlines()[:2]
+    assert header.split()[:3] == ["NAME", "READY", "MASTERS"]
+    assert row.split()[:3] == ["prod", "True", "2/2"]
+    # each group's client Service selects exactly its master, labelled by the broker itself
+    masters = cluster.pods({kube.LABEL_ROLE: kube.ROLE_MASTER})
+    assert _names(masters) == sorted(g["master"] for g in groups.values())
+    journey.done.add("ready")
+
+
+def test_official_client_through_the_group_services(journey: Journey) -> None:
+    cluster = journey.needs("ready")
+    endpoints = cluster.endpoints()
+    sent = produce(endpoints, 200)
+    received = consume(endpoints, len(sent), group="billing")
+    assert sorted(received) == sorted(sent)
+
+
+def test_topics_and_consumer_groups_as_resources(journey: Journey) -> None:
+    """RocketTopic / RocketConsumerGroup go into the controllers' catalogue and every
+    broker serves them without a restart."""
+    cluster = journey.needs("ready")
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.pods({})}
+    ns = cluster.backend.namespace
+    cluster.backend.kubectl("apply", "-n", ns, "-f", str(CATALOGUE))
+    for ref in (
+        "rockettopic/invoices",
+        "rockettopic/ledger-entries",
+        "rocketconsumergroup/invoicing",
+    ):
+        cluster.backend.kubectl(
+            "wait", "--for=condition=Ready", ref, "-n", ns, "--timeout=120s", timeout=150
+        )
+    topic = cluster.backend.get("rockettopic", "ledger-entries") or {}
+    assert topic["status"]["name"] == "Ledger_Entries"
+    endpoints = cluster.endpoints()
+    sent = produce(endpoints, 40, topic="invoices")
+    got = consume(endpoints, len(sent), group="invoicing", topic="invoices")
+    assert sorted(got) == sorted(sent)
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.pods({})} == uids
+
+
+def test_status_follows_a_killed_master(journey: Journey) -> None:
+    cluster = journey.needs("ready")
+    followed = steps.kill_master(cluster, GROUPS[0])
+    print(f"status named {followed.new_master} {followed.seconds:.1f}s after the kill")
+    assert followed.seconds < 30
+    # the killed broker comes back (as a slave) and the cluster settles again
+    cluster.wait(cluster.healthy, steps.READY_S, "a healthy cluster after the kill")
+
+
+def test_an_image_change_rolls_in_order_under_load(journey: Journey) -> None:
+    cluster = journey.needs("ready")
+    roll = steps.roll_image_under_load(cluster, GROUPS, "0.1.1-rolled")
+    print("\n".join(roll.report.lines()))
+    assert roll.report.problems == []
+    images = {c["image"] for p in cluster.pods({}) for c in p["spec"]["containers"]}
+    assert images == {roll.image}
+    assert roll.acknowledged > 100
+    assert roll.lost == 0, f"{roll.lost} of {roll.acknowledged} acknowledged messages lost"
+    journey.done.add("roll")
+
+
+def test_scale_out_to_three_groups(journey: Journey) -> None:
+    cluster = journey.needs("ready")
+    scaled = steps.scale_out(cluster, 3)
+    assert scaled.restarted == [], "scale-out restarted running pods"
+    assert len(scaled.on_new_group) >= 20
+    journey.on_new_group = scaled.on_new_group
+    journey.done.add("scale-out")
+
+
+def test_scale_in_is_refused_while_the_group_holds_unconsumed_messages(journey: Journey) -> None:
+    cluster = journey.needs("scale-out")
+    warning = steps.scale_in_refused(cluster, 2)
+    # nobody has read the new group yet: the warning says so, with the count
+    assert f"scale-in of {LEAVING} waits: topic orders holds" in warning, warning
+    assert "unread messages that no consumer group has read" in warning, warning
+    # it stays refused, and nothing of the group is deleted meanwhile
+    time.sleep(5)
+    assert cluster.backend.get("statefulset", LEAVING) is not None
+    assert len(cluster.group_pods(LEAVING)) == 3
+    assert (condition(cluster.status(), "Warning") or {}).get("reason") == "ScaleDownBlocked"
+    journey.done.add("scale-in-refused")
+
+
+def test_a_drained_group_is_removed(journey: Journey) -> None:
+    cluster = journey.needs("scale-in-refused")
+    drained = steps.drain_and_remove(cluster, LEAVING, journey.on_new_group)
+    assert drained.consumed == len(journey.on_new_group)
+    assert cluster.status()["masters"] == "2/2"
+    for kind, name in (("service", LEAVING), ("configmap", kube.broker_config_name(LEAVING))):
+        assert cluster.backend.get(kind, name) is None, f"{kind} {name} is still there"
+    assert drained.retained_claims == [f"data-{LEAVING}-{r}" for r in range(3)], (
+        "whenScaled: Retain keeps the leaving group's volumes"
+    )
+    # a new producer's routes no longer name the group
+    workload = Workload(cluster.endpoints())
+    workload.start(producers=1)
+    try:
+        wait_until(lambda: len(workload.acked) >= 50, 60, "50 sends", lambda: str(workload.errors))
+    finally:
+        workload.stop()
+    assert LEAVING not in set(workload.groups.values())
+
+
+def test_deletion_leaves_what_the_retention_policy_says(journey: Journey) -> None:
+    cluster = journey.needs("ready")
+    deleted = steps.delete_cluster(cluster)
+    # whenDeleted: Retain (the default) keeps every volume, brokers' and controllers'
+    assert deleted.claims_after == deleted.claims_before
+    assert any(c.startswith("prod-controller-") for c in deleted.claims_after)
