@@ -17,11 +17,12 @@ import httpx
 import pytest
 
 from rocketcluster.e2e.kube import network
+from rocketcluster.e2e.kube.endpoints import listed, selects, serves
 from rocketcluster.e2e.kube.network import IpAllocator
 from rocketcluster.e2e.kube.patches import merge_patch
 from rocketcluster.e2e.kube.probes import probe_once
 from rocketcluster.e2e.kube.proxy import ServiceProxies
-from rocketcluster.e2e.kube.realiser import Realiser, _listed, _selects, _serves
+from rocketcluster.e2e.kube.realiser import Realiser
 from rocketcluster.e2e.kube.resources import ResourceType
 from rocketcluster.e2e.kube.volumes import claim_dir
 
@@ -71,11 +72,11 @@ def test_which_pods_a_service_lists_and_sends_to() -> None:
         "succeeded": (_pod("a", phase_="Succeeded"), (False, False), (False, False)),
     }
     for case, (pod, on_plain, on_publish) in cases.items():
-        assert (_listed(plain, pod), _serves(plain, pod)) == on_plain, case
-        assert (_listed(publish, pod), _serves(publish, pod)) == on_publish, case
-    assert _selects(plain, _pod("a"))
-    assert not _selects(plain, _pod("a", labels={"app": "other"}))
-    assert not _selects({**plain, "spec": {"clusterIP": "None"}}, _pod("a"))  # no selector
+        assert (listed(plain, pod), serves(plain, pod)) == on_plain, case
+        assert (listed(publish, pod), serves(publish, pod)) == on_publish, case
+    assert selects(plain, _pod("a"))
+    assert not selects(plain, _pod("a", labels={"app": "other"}))
+    assert not selects({**plain, "spec": {"clusterIP": "None"}}, _pod("a"))  # no selector
 
 
 def _ip(namespace: str, name: str) -> str:
@@ -93,7 +94,7 @@ def test_dns_names_of_services_and_statefulset_pods() -> None:
         _service("peers", publish=True),
         _service("lb", cluster_ip="127.20.0.9"),
     ]
-    names = network.dns_names(services, pods, [sts], _ip, serves=_serves, selects=_selects)
+    names = network.dns_names(services, pods, [sts], _ip, serves=serves, selects=selects)
     # a headless Service answers with a pod it serves: web-0 is not Ready
     assert names["web.ns.svc.cluster.local"] == names["web.ns.svc"] == "127.10.0.2"
     # ... unless it publishes not-ready addresses
@@ -104,7 +105,7 @@ def test_dns_names_of_services_and_statefulset_pods() -> None:
         assert names[f"web-{i}.web.ns.svc.cluster.local"] == f"127.10.0.{i + 1}"
     # a headless Service with nothing to serve has no name
     lonely = network.dns_names(
-        [_service("web")], [_pod("web-0", ready=False)], [], _ip, serves=_serves, selects=_selects
+        [_service("web")], [_pod("web-0", ready=False)], [], _ip, serves=serves, selects=selects
     )
     assert "web.ns.svc" not in lonely
 

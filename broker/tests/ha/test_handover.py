@@ -92,7 +92,7 @@ class Setup:
         )
         self.ha.activate(GroupView(1, 1, {1, 2}, 1))
         self.role = FakeRole(store, self.ha)
-        self.handover = HandoverService(self.role)  # type: ignore[arg-type]
+        self.handover = HandoverService(self.role)
         self.slave = Slave()
 
     async def __aenter__(self) -> Setup:

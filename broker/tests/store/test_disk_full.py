@@ -72,7 +72,7 @@ async def test_enospc_is_a_clean_refusal(tiny_disk: Path) -> None:
             assert store.metadata.get_topic(spec.name) is None
         # Free space: writes resume and the stalled dispatch catches up.
         filler.unlink()
-        store._refresh_disk_usage()
+        store.refresh_disk_usage()
         resumed = await store.put(MessageToStore.build("full", 0, b"after", msg_id="after"))
         assert resumed.ok, resumed
         acked.append("after")
@@ -101,7 +101,7 @@ async def test_ratio_refusal_before_the_disk_is_full(tiny_disk: Path) -> None:
     store = await MessageStore.open(cfg)
     try:
         (tiny_disk / "filler").write_bytes(b"\x01" * (1024 * 1024))
-        store._refresh_disk_usage()
+        store.refresh_disk_usage()
         result = await store.put(MessageToStore.build("full", 0, b"x"))
         assert result.status is PutStatus.DISK_FULL and "full (limit 50%)" in result.reason
     finally:

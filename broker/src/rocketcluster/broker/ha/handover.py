@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.generated import ha_pb2 as hpb
-
-if TYPE_CHECKING:
-    from rocketcluster.broker.ha.role import RoleManager
+from rocketcluster.broker.ha.master import HAMaster
+from rocketcluster.broker.store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,30 @@ FOLLOW_POLL_S = 0.005
 MAX_WAIT_MS = 30_000
 
 
+class HandingRole(Protocol):
+    """What a handover reads of the broker's role (the RoleManager, which owns the
+    HandoverService and tells it of every role change)."""
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def config(self) -> BrokerProcessConfig: ...
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def view(self) -> dict[str, Any] | None: ...
+    @property
+    def ha_master(self) -> HAMaster | None: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def master_client_endpoint(self) -> str: ...
+    def is_master(self) -> bool: ...
+    def replicating(self) -> bool: ...
+
+
 class HandoverService:
-    def __init__(self, role: RoleManager) -> None:
+    def __init__(self, role: HandingRole) -> None:
         self._role = role
         self._gate = role.store.write_gate
         self._lock = asyncio.Lock()

@@ -21,6 +21,7 @@ from rocketcluster.api.names import dlq_topic
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.broker.ha.forward import Forwarder
 from rocketcluster.broker.messaging import properties as prop
+from rocketcluster.broker.messaging.backoff import backoff_policy
 from rocketcluster.broker.messaging.clients import ClientRegistry
 from rocketcluster.broker.messaging.codes import OK, Code, MessagingError
 from rocketcluster.broker.messaging.convert import copy_to, to_pb
@@ -30,7 +31,6 @@ from rocketcluster.broker.messaging.pop import PopService
 from rocketcluster.broker.messaging.registry import TopicRegistry
 from rocketcluster.broker.messaging.routes import RouteTable
 from rocketcluster.broker.messaging.send import SendOutcome, SendService
-from rocketcluster.broker.messaging.service import backoff_policy
 from rocketcluster.broker.messaging.timers import TimerService
 from rocketcluster.broker.messaging.transactions import TransactionService
 from rocketcluster.broker.metrics import BrokerMetrics

@@ -39,26 +39,6 @@ DEADLINE_MARGIN_S = 0.3
 GATED_RPCS = frozenset(
     {"SendMessage", "EndTransaction", "RecallMessage", "ForwardMessageToDeadLetterQueue"}
 )
-CUSTOMIZED_BACKOFF_S = (
-    1,
-    5,
-    10,
-    30,
-    60,
-    120,
-    180,
-    240,
-    300,
-    360,
-    420,
-    480,
-    540,
-    600,
-    1200,
-    1800,
-    3600,
-    7200,
-)
 
 
 def _metadata(context: grpc.aio.ServicerContext[Any, Any], key: str) -> str:
@@ -500,11 +480,3 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         self, request: spb.SyncLiteSubscriptionRequest, context: Any
     ) -> spb.SyncLiteSubscriptionResponse:
         return spb.SyncLiteSubscriptionResponse(status=self._unsupported("SyncLiteSubscription"))
-
-
-def backoff_policy(max_attempts: int, fifo: bool) -> pb.RetryPolicy:
-    delays = (1,) if fifo else CUSTOMIZED_BACKOFF_S
-    policy = pb.RetryPolicy(max_attempts=max_attempts)
-    for seconds in delays:
-        policy.customized_backoff.next.add(seconds=seconds)
-    return policy

@@ -13,20 +13,48 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from rocketcluster.broker.store.commitlog import CommitLog
+from rocketcluster.broker.store.config import StoreConfig
+from rocketcluster.broker.store.dispatch import ConsumeQueueTable
+from rocketcluster.broker.store.index import IndexService
+from rocketcluster.broker.store.metadata import MetadataStore
 from rocketcluster.broker.store.retention import RetentionDecision, SegmentInfo, plan_retention
-
-if TYPE_CHECKING:
-    from rocketcluster.broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.2
 
 
+class HousekeptStore(Protocol):
+    """What housekeeping reads and calls of the MessageStore that owns it."""
+
+    @property
+    def config(self) -> StoreConfig: ...
+    @property
+    def commitlog(self) -> CommitLog: ...
+    @property
+    def queues(self) -> ConsumeQueueTable: ...
+    @property
+    def index(self) -> IndexService: ...
+    @property
+    def metadata(self) -> MetadataStore: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def dispatched_offset(self) -> int: ...
+    @property
+    def disk_used_ratio(self) -> float: ...
+    @property
+    def disk_total_bytes(self) -> int: ...
+    def refresh_disk_usage(self) -> None: ...
+    def retry_stalled_dispatch(self) -> None: ...
+    def write_checkpoint(self, *, clean: bool, logics: int | None = None) -> None: ...
+
+
 class Housekeeping:
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: HousekeptStore) -> None:
         self._store = store
         self._task: asyncio.Task[None] | None = None
         self._last_checkpoint = time.monotonic()
@@ -54,7 +82,7 @@ class Housekeeping:
         while True:
             await asyncio.sleep(TICK_SECONDS)
             try:
-                self._store._refresh_disk_usage()
+                self._store.refresh_disk_usage()
                 self._store.retry_stalled_dispatch()
                 now = time.monotonic()
                 if now - self._last_checkpoint >= cfg.checkpoint_interval_ms / 1000:
@@ -81,7 +109,7 @@ class Housekeeping:
         await asyncio.to_thread(flush)
         store.metadata.persist_offsets()
         if not store.closed:
-            store._write_checkpoint(clean=False, logics=covered)
+            store.write_checkpoint(clean=False, logics=covered)
 
     def apply_retention(self, now: float | None = None) -> RetentionDecision:
         store = self._store
@@ -113,7 +141,7 @@ class Housekeeping:
             for cq in store.queues:
                 cq.delete_before_physical(new_min)
             store.index.drop_tables_below(new_min)
-            store._refresh_disk_usage()
+            store.refresh_disk_usage()
             log.info(
                 "retention removed %d segment(s) (%s); commit log now starts at %d",
                 len(removed),

@@ -122,7 +122,7 @@ class MessageStore:
                 self.queues, self.index, self.commitlog.write_offset, self._notify_dispatched
             )
             self.recovery.seconds = time.monotonic() - started
-            self._write_checkpoint(clean=False)
+            self.write_checkpoint(clean=False)
         except BaseException:
             self._unlock()
             raise
@@ -140,7 +140,7 @@ class MessageStore:
         self._flush.start()
         self.index.start(self.commitlog.write_offset)
         self._housekeeping = Housekeeping(self)
-        self._refresh_disk_usage()
+        self.refresh_disk_usage()
         self._housekeeping.start()
         self._closed = False
         log.info(
@@ -179,7 +179,7 @@ class MessageStore:
         self._flush.stop()
         if self._failure is None:
             self._dispatch_now()
-            self._write_checkpoint(clean=True, logics=self._flush_logics())
+            self.write_checkpoint(clean=True, logics=self._flush_logics())
         self._release()
 
     def abandon(self) -> None:
@@ -232,7 +232,7 @@ class MessageStore:
                 msgs, int(time.time() * 1000), defer_write=self._defer_writes
             )
         except DiskFullError as exc:
-            self._refresh_disk_usage()
+            self.refresh_disk_usage()
             return PutResult(PutStatus.DISK_FULL, reason=str(exc))
         except OSError as exc:
             log.exception("commit log write failed")
@@ -484,7 +484,9 @@ class MessageStore:
         """Flush derived data and write the checkpoint now (it also runs periodically)."""
         await self._housekeeping.checkpoint()
 
-    def _refresh_disk_usage(self) -> None:
+    def refresh_disk_usage(self) -> None:
+        """Re-read the volume's fill level (what retention and the disk-full refusal
+        judge by)."""
         with contextlib.suppress(OSError):
             st = os.statvfs(self.config.root_dir)
             total = st.f_blocks * st.f_frsize
@@ -501,7 +503,9 @@ class MessageStore:
         self.index.sync()
         return min(covered, self.index.indexed_offset)
 
-    def _write_checkpoint(self, *, clean: bool, logics: int | None = None) -> None:
+    def write_checkpoint(self, *, clean: bool, logics: int | None = None) -> None:
+        """Record what recovery may trust: the flushed log end, and the log offset the
+        consume queues and index cover (``logics``; default: what is dispatched)."""
         flushed = self.commitlog.flushed_offset
         covered = self._dispatcher.dispatched_offset if logics is None else logics
         StoreCheckpoint.now(flushed, covered, clean, self.commitlog.segment_size).save(

@@ -39,7 +39,7 @@ from typing import Any
 import aiohttp.web
 import httpx
 
-from rocketcluster.e2e.kube import labels, network
+from rocketcluster.e2e.kube import endpoints, network
 from rocketcluster.e2e.kube.cache import Cache, run_informer
 from rocketcluster.e2e.kube.client import JSON_PATCH, KubeClient, KubeError
 from rocketcluster.e2e.kube.control import control_app
@@ -53,12 +53,10 @@ from rocketcluster.e2e.kube.statefulsets import plan_statefulset, revision_of
 from rocketcluster.e2e.kube.templates import (
     SAFE_ALPHABET,
     adopted,
-    is_finished,
-    is_ready,
     is_terminating,
     owner_reference,
 )
-from rocketcluster.e2e.kube.volumes import claim_dir, remove_tree
+from rocketcluster.e2e.kube.volumes import binding, claim_dir, claim_in_use, remove_tree
 
 log = logging.getLogger("rocketcluster.realiser")
 
@@ -83,48 +81,6 @@ def _atomic_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     tmp.replace(path)
-
-
-def _selects(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
-    selector = (service.get("spec") or {}).get("selector")
-    if not selector:
-        return False
-    same_ns = service["metadata"].get("namespace") == pod["metadata"].get("namespace")
-    return same_ns and labels.matches(
-        labels.from_match_labels(selector), pod["metadata"].get("labels")
-    )
-
-
-def _listed(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
-    """Whether the pod appears in the Service's Endpoints at all (ready or not), as
-    the endpoints controller decides: it has an address, has not finished, and is
-    not terminating — unless the Service publishes not-ready addresses."""
-    if is_finished(pod) or not (pod.get("status") or {}).get("podIP"):
-        return False
-    publish = bool((service.get("spec") or {}).get("publishNotReadyAddresses"))
-    return publish or not is_terminating(pod)
-
-
-def _serves(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
-    """Whether the Service sends traffic (and DNS answers) to the pod: a listed pod
-    that is Ready and not terminating — or any listed pod when the Service publishes
-    not-ready addresses (what Raft peers and replicas need), terminating included,
-    as kube-proxy and CoreDNS treat such a Service's endpoints as ready."""
-    if not _listed(service, pod):
-        return False
-    if (service.get("spec") or {}).get("publishNotReadyAddresses"):
-        return True
-    return is_ready(pod) and not is_terminating(pod)
-
-
-def _target_port(pod: Mapping[str, Any], target: Any) -> int | None:
-    if isinstance(target, int) or (isinstance(target, str) and target.isdigit()):
-        return int(target)
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        for port in container.get("ports") or []:
-            if port.get("name") == target:
-                return int(port["containerPort"])
-    return None
 
 
 class Realiser:
@@ -356,15 +312,7 @@ class Realiser:
             ns, name = meta["namespace"], meta["name"]
             live.add((ns, name))
             if is_terminating(claim):
-                in_use = any(
-                    p["metadata"]["namespace"] == ns
-                    and any(
-                        (v.get("persistentVolumeClaim") or {}).get("claimName") == name
-                        for v in (p.get("spec") or {}).get("volumes") or []
-                    )
-                    for p in pods
-                )
-                if not in_use:
+                if not claim_in_use(ns, name, pods):
                     await self._drop_finalizer("persistentvolumeclaims", claim, PVC_PROTECTION)
                 continue
             if (claim.get("status") or {}).get("phase") == "Bound":
@@ -374,26 +322,9 @@ class Realiser:
             # went away between two passes (its directory was not removed yet).
             remove_tree(claim_dir(self.dir, ns, name))
             claim_dir(self.dir, ns, name).mkdir(parents=True, exist_ok=True)
-            finalizers = list(meta.get("finalizers") or [])
-            patch = {
-                "metadata": {
-                    "finalizers": [*finalizers, PVC_PROTECTION]
-                    if PVC_PROTECTION not in finalizers
-                    else finalizers
-                },
-                "spec": {"volumeName": f"pvc-{meta['uid']}"},
-            }
+            patch, status = binding(claim, PVC_PROTECTION)
             if await self._write(rt.plural, self.client.patch(rt, ns, name, patch)) is None:
                 continue
-            spec = claim.get("spec") or {}
-            storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
-            status = {
-                "status": {
-                    "phase": "Bound",
-                    "capacity": {"storage": storage},
-                    "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
-                }
-            }
             await self._write(
                 rt.plural, self.client.patch(rt, ns, name, status, subresource="status")
             )
@@ -512,16 +443,7 @@ class Realiser:
             await self._status(rt, deploy, plan.status)
 
     def _endpoints(self, svc: Mapping[str, Any], pods: list[dict[str, Any]]) -> list[Endpoint]:
-        out = []
-        port_spec = svc.get("_port") or {}
-        for pod in pods:
-            if _selects(svc, pod) and _serves(svc, pod):
-                target = _target_port(pod, port_spec.get("targetPort", port_spec.get("port")))
-                if target is not None:
-                    out.append(
-                        (self.pod_ip(pod["metadata"]["namespace"], pod["metadata"]["name"]), target)
-                    )
-        return out
+        return endpoints.proxy_targets(svc, svc.get("_port") or {}, pods, self.pod_ip)
 
     async def _network(self) -> None:
         services = self.cache.list("services")
@@ -531,8 +453,8 @@ class Realiser:
             pods,
             self.cache.list("statefulsets"),
             self.pod_ip,
-            serves=_serves,
-            selects=_selects,
+            serves=endpoints.serves,
+            selects=endpoints.selects,
         )
         if names != self.host_names:
             self.host_names = names
@@ -574,38 +496,7 @@ class Realiser:
         if not spec.get("selector"):
             return
         ns = meta["namespace"]
-        ready: list[dict[str, Any]] = []
-        not_ready: list[dict[str, Any]] = []
-        for pod in pods:
-            if not _selects(svc, pod) or not _listed(svc, pod):
-                continue
-            address: dict[str, Any] = {
-                "ip": self.pod_ip(ns, pod["metadata"]["name"]),
-                "nodeName": self.ctx.node_name,
-                "targetRef": {
-                    "kind": "Pod",
-                    "namespace": ns,
-                    "name": pod["metadata"]["name"],
-                    "uid": pod["metadata"]["uid"],
-                },
-            }
-            if (pod.get("spec") or {}).get("hostname"):
-                address["hostname"] = pod["spec"]["hostname"]
-            (ready if _serves(svc, pod) else not_ready).append(address)
-        sample = next(iter(p for p in pods if _selects(svc, p)), None)
-        ports = []
-        for port in spec.get("ports") or []:
-            target = _target_port(sample, port.get("targetPort")) if sample else None
-            entry = {"port": target or port.get("port"), "protocol": port.get("protocol", "TCP")}
-            if port.get("name"):
-                entry["name"] = port["name"]
-            ports.append(entry)
-        subset: dict[str, Any] = {"ports": ports}
-        if ready:
-            subset["addresses"] = ready
-        if not_ready:
-            subset["notReadyAddresses"] = not_ready
-        subsets = [subset] if ready or not_ready else []
+        subsets = endpoints.subsets(svc, pods, self.pod_ip, self.ctx.node_name)
         current = self.cache.get("endpoints", ns, meta["name"])
         rt = self.types["endpoints"]
         if current is None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +148,38 @@ def write_files(directory: Path, files: Files, transform: Callable[[bytes], byte
 
 def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def claim_in_use(namespace: str, claim: str, pods: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a pod of the namespace mounts the claim (a protected claim being
+    deleted waits for that pod to go, as kubernetes.io/pvc-protection does)."""
+    return any(
+        p["metadata"]["namespace"] == namespace
+        and any(
+            (v.get("persistentVolumeClaim") or {}).get("claimName") == claim
+            for v in (p.get("spec") or {}).get("volumes") or []
+        )
+        for p in pods
+    )
+
+
+def binding(claim: Mapping[str, Any], protection: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two patches that bind a new claim to its volume: protect it and name the
+    volume; then its status (Bound, with the capacity it asked for)."""
+    meta, spec = claim["metadata"], claim.get("spec") or {}
+    finalizers = list(meta.get("finalizers") or [])
+    if protection not in finalizers:
+        finalizers.append(protection)
+    patch = {
+        "metadata": {"finalizers": finalizers},
+        "spec": {"volumeName": f"pvc-{meta['uid']}"},
+    }
+    storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
+    status = {
+        "status": {
+            "phase": "Bound",
+            "capacity": {"storage": storage},
+            "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
+        }
+    }
+    return patch, status
