@@ -68,7 +68,8 @@ def run(manifest: Path, crds: Path, directory: Path, say: Narrator) -> dict[str,
             say.say(line)
         say.say(
             f"roll done in {roll.seconds:.0f}s: acknowledged {roll.acknowledged}, lost "
-            f"{roll.lost}, send errors retried by the client {roll.send_errors}"
+            f"{roll.lost}; sends that failed even after the client's own retries: "
+            f"{roll.send_errors}"
         )
         result["roll"] = {
             "seconds": round(roll.seconds, 1),

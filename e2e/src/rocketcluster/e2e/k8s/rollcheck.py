@@ -48,6 +48,7 @@ class RollReport:
     controllers_took_s: float = 0.0
     groups: dict[str, GroupRoll] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    sample_period_s: float = 0.0  # how often the controllers' view was read
 
     def lines(self) -> list[str]:
         """A few readable lines: the order and the numbers."""
@@ -57,11 +58,12 @@ class RollReport:
                 f"controllers rolled {' -> '.join(self.controller_order)} in "
                 f"{self.controllers_took_s:.1f}s (leader at the start: {self.old_leader})"
             )
+        every = f" (seen every {self.sample_period_s:.1f}s)" if self.sample_period_s else ""
         for g in self.groups.values():
             out.append(
                 f"{g.group} rolled {' -> '.join(g.order)} in {g.took_s:.1f}s "
                 f"(old master {g.old_master} last); longest without a master "
-                f"{g.longest_without_master_s:.2f}s; smallest SyncStateSet "
+                f"{g.longest_without_master_s:.2f}s{every}; smallest SyncStateSet "
                 f"{g.smallest_sync_state_set}"
             )
         out += [f"PROBLEM: {p}" for p in self.problems]
@@ -94,7 +96,7 @@ def check_roll(
     """``members``: controller member names by index (member i+1 is ``members[i]``);
     ``broker_ids``: group -> pod -> broker id; ``since``: when the roll was asked for."""
     evs = sorted((e for e in events if e.at >= since), key=lambda e: e.at)
-    report = RollReport()
+    report = RollReport(sample_period_s=timeline.period_s)
     deletions = [e for e in evs if e.kind == "deleting"]
     pod_group = {pod: g for g, pods in broker_ids.items() for pod in pods}
 
