@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rocketcluster.api.broker_config import split_registered
 from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
 from rocketcluster.controller.core import ControllerCore, ReplicasMachine
 from rocketcluster.controller.election import BrokerLiveInfo
-from rocketcluster.controller.handover import HandoverAnswer, ha_endpoint, handover_refusal
+from rocketcluster.controller.handover import HandoverAnswer, handover_refusal
 from rocketcluster.controller.state import ControllerCode, Result
 
 GROUP = "g"
@@ -167,5 +168,6 @@ def test_phase_zero_decision() -> None:
     behind = HandoverAnswer(True, False, 3 << 20, 1 << 20, 5000)
     assert "broker 2 is 2.0 MB behind after 5.0 s" in handover_refusal(behind, 1, 2)
     assert "master 1 stays master" in handover_refusal(behind, 1, 2)
-    assert ha_endpoint("10.0.0.1:8081|10.0.0.1:10912") == "10.0.0.1:10912"
-    assert ha_endpoint("10.0.0.1:10912") == "10.0.0.1:10912"
+    # the master is asked on the HA endpoint it registered
+    assert split_registered("10.0.0.1:8081|10.0.0.1:10912")[1] == "10.0.0.1:10912"
+    assert split_registered("10.0.0.1:10912")[1] == "10.0.0.1:10912"

@@ -137,6 +137,9 @@ def test_a_rolled_group_is_whole_only_once_every_replica_is_back() -> None:
     assert broker_roll.settling(behind) == ("pod g-0 is catching up (not yet in the SyncStateSet)")
     missing = replace(behind, pods=behind.pods[1:], view=GroupView(2, 6, frozenset({2, 3})))
     assert broker_roll.settling(missing) == "2 of 3 replicas of g exist"
+    # the roller waits for it while the roll is under way, and only then
+    assert next_group_step(behind, rolling=True).kind is StepKind.WAIT
+    assert next_group_step(behind).kind is StepKind.DONE
 
 
 def _members(
@@ -196,6 +199,8 @@ def test_rolled_controllers_are_whole_once_every_member_is_ready_with_a_leader()
     assert controller_roll.settling(_members((NEW, NEW, NEW))) is None
     restarting = _members((NEW, NEW, NEW), ready=(True, True, False))
     assert controller_roll.settling(restarting) == "controller c-2 is starting after its restart"
+    assert next_controller_step(restarting, rolling=True).kind is StepKind.WAIT
+    assert next_controller_step(restarting).kind is StepKind.DONE
     electing = ControllerObservation(
         tuple(replace(m, leader_id=None) for m in _members((NEW, NEW, NEW)).members)
     )

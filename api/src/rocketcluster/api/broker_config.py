@@ -19,6 +19,19 @@ HA_PORT = 10912
 CONTROLLER_PORT = 9878
 
 
+def registered_address(client_endpoint: str, ha_endpoint: str) -> str:
+    """What a broker registers with the controllers: ``client-endpoint|ha-endpoint``
+    (group views list it per replica)."""
+    return f"{client_endpoint}|{ha_endpoint}"
+
+
+def split_registered(registered: str) -> tuple[str, str]:
+    """(client endpoint, HA endpoint) of a registered address (an address without
+    the HA part serves both)."""
+    client, _, ha = registered.partition("|")
+    return client, ha or client
+
+
 class MessagingTuning(BaseModel):
     """Timings of the messaging layer; tests shorten them, production keeps defaults."""
 

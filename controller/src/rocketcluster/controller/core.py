@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from rocketcluster.api.broker_config import split_registered
 from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.controller.election import (
     BrokerLiveInfo,
@@ -29,7 +30,6 @@ from rocketcluster.controller.handover import (
     GrpcHandoverClient,
     HandoverAnswer,
     HandoverClient,
-    ha_endpoint,
     handover_refusal,
 )
 from rocketcluster.controller.heartbeats import BrokerLiveness
@@ -306,7 +306,7 @@ class ControllerCore:
 
     async def _prepare_handover(self, g: BrokerGroup, master: int, target: int) -> HandoverAnswer:
         """Phase 0: ask the alive master to hand over to ``target`` (see handover.py)."""
-        address = ha_endpoint(g.replicas[master].address)
+        address = split_registered(g.replicas[master].address)[1]
         answer = await self.handover.prepare(address, g.name, g.master_epoch, target)
         log.info("group %s: handover %d -> %d: %s", g.name, master, target, answer)
         return answer
@@ -316,7 +316,7 @@ class ControllerCore:
         than at the end of its hold (best effort: the hold bounds the pause anyway)."""
         try:
             await self.handover.abort(
-                ha_endpoint(g.replicas[master].address), g.name, g.master_epoch, target
+                split_registered(g.replicas[master].address)[1], g.name, g.master_epoch, target
             )
         except Exception as exc:
             log.info("group %s: aborting the handover on %d failed: %s", g.name, master, exc)

@@ -96,12 +96,6 @@ class GrpcHandoverClient:
             )
 
 
-def ha_endpoint(registered: str) -> str:
-    """A broker registers ``client-endpoint|ha-endpoint`` (broker/ha/role.py)."""
-    client, _, ha = registered.partition("|")
-    return ha or client
-
-
 def handover_refusal(answer: HandoverAnswer, master: int, target: int) -> str:
     """Phase 0's decision: why the switchover is refused with ``master`` left in place,
     or "" to depose it and elect ``target``."""

@@ -21,6 +21,7 @@ from rocketmq.v5.consumer import SimpleConsumer
 from rocketmq.v5.model import FilterExpression, Message
 from rocketmq.v5.producer import Producer
 
+from rocketcluster.api.broker_config import split_registered
 from rocketcluster.api.client.lean import LeanClient
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.ctl.local.runtime import LocalRuntime
@@ -133,7 +134,7 @@ class Cluster:
 
     def process_of(self, broker_id: int, view: dict[str, Any]) -> dict[str, Any]:
         """The broker process registered as ``broker_id`` in a group ``view``."""
-        client = view["replicas"][str(broker_id)].partition("|")[0]
+        client = split_registered(view["replicas"][str(broker_id)])[0]
         return next(p for p in self.brokers() if p["addresses"]["client"] == client)
 
     def wait_in_sync(self, size: int, timeout: float = 120) -> dict[str, Any]:

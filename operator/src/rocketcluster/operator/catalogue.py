@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ from rocketcluster.api.status import (
 from rocketcluster.operator.admin import AdminError, BrokerAdmin, ControllerAdmin
 from rocketcluster.operator.kube.apply import Applier
 from rocketcluster.operator.kube.client import KubeClient
+from rocketcluster.operator.observe import pod_state
 
 
 class CatalogueRefused(ValueError):
@@ -129,16 +131,8 @@ class CatalogueReconciler:
             namespace,
             {kube.LABEL_CLUSTER: cluster, kube.LABEL_COMPONENT: kube.COMPONENT_BROKER},
         )
-        ready = [
-            p
-            for p in pods
-            if (p.get("status") or {}).get("podIP")
-            and not p["metadata"].get("deletionTimestamp")
-            and any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (p.get("status") or {}).get("conditions") or []
-            )
-        ]
+        now = datetime.now(UTC)
+        ready = [p for p in pods if (s := pod_state(p, now)).ready and s.ip and not s.deleting]
 
         async def applied(pod: dict[str, Any]) -> int:
             info = await BrokerAdmin(self._http, pod["status"]["podIP"]).broker()

@@ -27,9 +27,7 @@ from rocketcluster.operator.kube.client import KubeApiError, KubeClient
 from rocketcluster.operator.observe import Observed, Observer
 from rocketcluster.operator.orchestrate.assess import Assessment, assess
 from rocketcluster.operator.orchestrate.broker_roll import next_group_step
-from rocketcluster.operator.orchestrate.broker_roll import settling as group_settling
 from rocketcluster.operator.orchestrate.controller_roll import next_controller_step
-from rocketcluster.operator.orchestrate.controller_roll import settling as controllers_settling
 from rocketcluster.operator.orchestrate.model import Attempts, GroupObservation
 from rocketcluster.operator.orchestrate.scale import (
     FORCE_ANNOTATION,
@@ -208,10 +206,8 @@ class ClusterReconciler:
     ) -> None:
         acted = False
         if observed.controllers is not None:
-            step = next_controller_step(observed.controllers)
-            if step.kind is StepKind.DONE and "controllers" in memory.roll_started:
-                why = controllers_settling(observed.controllers)
-                step = wait(why) if why else step  # the roll ends when every member is back
+            rolling = "controllers" in memory.roll_started
+            step = next_controller_step(observed.controllers, rolling=rolling)
             steps["controllers"] = step
             if step.acts:
                 acted = await self._act(cluster, "controllers", step, observed, memory)
@@ -222,14 +218,11 @@ class ClusterReconciler:
             index = kube.group_index(cluster.name, name)
             if index is None or index >= cluster.spec.brokers.groups:
                 continue  # leaving: drained, not rolled
+            step = next_group_step(group, memory.attempts, rolling=name in memory.roll_started)
             if acted:
-                if next_group_step(group, memory.attempts).kind is not StepKind.DONE:
+                if step.kind is not StepKind.DONE:
                     steps[name] = wait("queued: one roll at a time")
                 continue
-            step = next_group_step(group, memory.attempts)
-            if step.kind is StepKind.DONE and name in memory.roll_started:
-                why = group_settling(group)
-                step = wait(why) if why else step  # the roll ends when every replica is back
             if step.kind is StepKind.BLOCKED and observed.controller_error:
                 step = blocked(f"the controllers do not answer ({observed.controller_error})")
             steps.setdefault(name, step)

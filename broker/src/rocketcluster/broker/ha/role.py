@@ -24,7 +24,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from rocketcluster.api.broker_config import BrokerProcessConfig
+from rocketcluster.api.broker_config import (
+    BrokerProcessConfig,
+    registered_address,
+    split_registered,
+)
 from rocketcluster.api.client.controller import ControllerClient, ControllerUnavailable
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.broker.ha.epoch import EpochFileCache
@@ -46,12 +50,6 @@ class Role:
     MASTER = "master"
     SLAVE = "slave"
     NO_MASTER = "no-master"
-
-
-def split_address(registered: str) -> tuple[str, str]:
-    """A registered address is ``client-endpoint|ha-endpoint``."""
-    client, _, ha = registered.partition("|")
-    return client, ha or client
 
 
 class RoleManager:
@@ -86,7 +84,8 @@ class RoleManager:
 
     @property
     def address(self) -> str:
-        return f"{self.config.client_endpoint}|{self.config.advertised_host}:{self.config.ha_port}"
+        ha = f"{self.config.advertised_host}:{self.config.ha_port}"
+        return registered_address(self.config.client_endpoint, ha)
 
     def is_master(self) -> bool:
         return self.role == Role.MASTER
@@ -279,7 +278,7 @@ class RoleManager:
         )
 
     async def _become_slave(self, registered: str) -> None:
-        client, ha = split_address(registered)
+        client, ha = split_registered(registered)
         self.store.writable = False
         if self.ha_master is not None:
             self.ha_master.deactivate()

@@ -1,8 +1,8 @@
 """CatalogueService: a broker follows the controllers' catalogue.
 
 On a broker with controllers it polls ``GetCatalogue(known_version)`` every
-``POLL_S`` (and at once when asked, right after registering) and applies each new
-version:
+``POLL_S`` (the first poll as it starts, right after registering) and applies each
+new version:
 
 - topics and consumer groups in the catalogue are created or updated in the
   registry, so they are servable here without a restart (consume queues appear with
@@ -78,7 +78,6 @@ class CatalogueService:
         self.outage: str | None = None  # why the last poll failed, until one succeeds
         self._refused_shrinks: dict[str, int] = {}
         self._failing = False  # a poll raised unexpectedly: logged once until one works
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._bootstrap_topics = {t.name for t in config.topics}
         self._bootstrap_groups = {g.name for g in config.consumer_groups}
@@ -114,10 +113,6 @@ class CatalogueService:
             return
         self._task = asyncio.get_running_loop().create_task(self._run(), name="catalogue-sync")
 
-    def poke(self) -> None:
-        """Poll at once (after (re)registering: the catalogue may name us now)."""
-        self._wake.set()
-
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -136,10 +131,7 @@ class CatalogueService:
                 if not self._failing:
                     log.exception("following the catalogue failed; retrying every poll")
                 self._failing = True
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._poll_s):
-                    await self._wake.wait()
+            await asyncio.sleep(self._poll_s)
 
     async def poll_once(self) -> bool:
         """Ask for a newer catalogue and apply it; True if one was applied."""
@@ -202,13 +194,12 @@ class CatalogueService:
         for topic in topics:
             served = reg.get_topic(topic.name)
             known = reg.known_topic(topic.name)
-            wanted = topic
-            if known is not None and topic.queues < known.queues:
-                wanted = topic.model_copy(update={"queues": known.queues})
+            wanted = reg.unshrunk(topic)
+            if wanted is not topic:
                 if self._refused_shrinks.get(topic.name) != topic.queues:
                     self._refused_shrinks[topic.name] = topic.queues
                     changes.append(
-                        f"topic {topic.name}: keeping {known.queues} queues, not "
+                        f"topic {topic.name}: keeping {wanted.queues} queues, not "
                         f"{topic.queues} (shrinking would strand stored messages)"
                     )
             else:

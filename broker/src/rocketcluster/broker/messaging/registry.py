@@ -47,9 +47,7 @@ class TopicRegistry:
         for topic in topics:
             if not revive and topic.name in self._retired_topics:
                 continue
-            known = self.known_topic(topic.name)
-            if known is not None and topic.queues < known.queues:
-                topic = topic.model_copy(update={"queues": known.queues})  # noqa: PLW2901
+            topic = self.unshrunk(topic)  # noqa: PLW2901
             if self._topics.get(topic.name) != topic:
                 self.put_topic(topic)
         for group in groups:
@@ -84,6 +82,14 @@ class TopicRegistry:
                 TopicSpec(name=name, queues=DEFAULT_QUEUES, messageType=MessageType.MIXED)
             )
         raise MessagingError(Code.TOPIC_NOT_FOUND, f"topic {name!r} does not exist")
+
+    def unshrunk(self, topic: TopicSpec) -> TopicSpec:
+        """``topic`` with at least the queues already known for it: a queue count never
+        shrinks under stored messages (put_topic refuses that)."""
+        known = self.known_topic(topic.name)
+        if known is not None and topic.queues < known.queues:
+            return topic.model_copy(update={"queues": known.queues})
+        return topic
 
     def known_topic(self, name: str) -> TopicSpec | None:
         """The topic's spec, served or retired."""

@@ -302,9 +302,6 @@ class MessagingRuntime:
         self.routes = routes
         self.send.write_refusal = routes.write_refusal
 
-    def route_groups(self) -> dict[str, str]:
-        return self.routes.endpoints()
-
     def broker_pb(self, group: str | None = None) -> pb.Broker:
         return self.routes.broker(group)
 

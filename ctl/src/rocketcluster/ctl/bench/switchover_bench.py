@@ -12,17 +12,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rocketcluster.ctl.chaos.checker import percentile
 from rocketcluster.ctl.lean_workload import LeanWorkload
 from rocketcluster.ctl.workload import Cluster, Workload, audit, ha_cluster, running
 
 SETTLE_S = 2.0
 
 
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+def _pct(values: list[float], q: float) -> float:
+    return percentile(values, q) or 0.0
 
 
 def _slowest_during(sends: list[tuple[float, float]], windows: list[tuple[float, float]]) -> float:
@@ -82,8 +80,8 @@ def _client(
         "acknowledged": acked,
         "send_errors": sum(errors.values()),
         "errors": errors,
-        "send_p50_ms": round(_percentile(seconds, 0.5) * 1000, 1),
-        "send_p99_ms": round(_percentile(seconds, 0.99) * 1000, 1),
+        "send_p50_ms": round(_pct(seconds, 50) * 1000, 1),
+        "send_p99_ms": round(_pct(seconds, 99) * 1000, 1),
         "max_send_ms_during_switchovers": round(_slowest_during(sends, windows) * 1000, 1),
         "max_send_ms": round(max(seconds, default=0.0) * 1000, 1),
     }
@@ -122,10 +120,10 @@ def run_switchover_bench(
         "switchovers": len(rounds),
         "succeeded": succeeded,
         "success_rate": succeeded / len(rounds) if rounds else 0.0,
-        "duration_p50_s": round(_percentile(durations, 0.5), 3),
-        "duration_p99_s": round(_percentile(durations, 0.99), 3),
+        "duration_p50_s": round(_pct(durations, 50), 3),
+        "duration_p99_s": round(_pct(durations, 99), 3),
         "duration_max_s": round(max(durations, default=0.0), 3),
-        "write_pause_p50_ms": _percentile(pauses, 0.5),
+        "write_pause_p50_ms": _pct(pauses, 50),
         "write_pause_max_ms": max(pauses, default=0.0),
         "run_seconds": round(elapsed, 1),
         "official_client": _client(official.sends, windows, len(official.acked), official.errors),

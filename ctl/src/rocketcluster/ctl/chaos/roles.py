@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from rocketcluster.api.broker_config import split_registered
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
 TIMEOUT_S = 1.5
@@ -83,7 +84,7 @@ class ClusterProbe:
     def _proc_of(self, group: str, registered: str | None) -> dict[str, Any] | None:
         if not registered:
             return None
-        client = registered.partition("|")[0]
+        client = split_registered(registered)[0]
         for proc in self.brokers(group):
             if proc["addresses"]["client"] == client:
                 return proc

@@ -27,6 +27,8 @@ from typing import Any
 
 import httpx
 
+from rocketcluster.api.broker_config import split_registered
+
 log = logging.getLogger("rocketcluster.proxy")
 
 POLL_S = 0.1
@@ -141,7 +143,7 @@ async def _masters(http: httpx.AsyncClient, admins: list[str]) -> dict[str, str 
         for g in groups:
             master = g["masterId"]
             registered = g["replicas"].get(str(master)) if master is not None else None
-            out[g["group"]] = registered.partition("|")[0] if registered else None
+            out[g["group"]] = split_registered(registered)[0] if registered else None
         return out
     return None
 

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from rocketcluster.e2e.k8s.rollcheck import PodEvent
 from rocketcluster.e2e.kube.binaries import BinariesUnavailable, ensure_binaries
 from rocketcluster.e2e.kube.harness import HarnessError, KubeHarness
+from rocketcluster.e2e.kube.templates import is_ready
 
 ENV_IMAGE = "ROCKETCLUSTER_E2E_IMAGE"  # the image a real cluster runs (issue: make images)
 ENV_OPERATOR_NAMESPACE = "ROCKETCLUSTER_E2E_OPERATOR_NAMESPACE"
@@ -217,11 +218,7 @@ class RealBackend:
             if pod.get("metadata", {}).get("deletionTimestamp") and uid not in deleting:
                 deleting.add(uid)
                 self._events.append(PodEvent(now, "deleting", name))
-            conditions = (pod.get("status") or {}).get("conditions") or []
-            is_ready = any(
-                c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
-            )
-            if is_ready and uid not in ready:
+            if is_ready(pod) and uid not in ready:
                 ready.add(uid)
                 self._events.append(PodEvent(now, "ready", name))
 

@@ -6,7 +6,6 @@ controllers' members."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,10 +14,11 @@ import httpx
 import yaml
 
 from rocketcluster.api import kube
+from rocketcluster.api.broker_config import ADMIN_PORT, CLIENT_PORT
+from rocketcluster.ctl.testing import wait_for
 from rocketcluster.e2e.k8s.backends import Backend
 
 T = TypeVar("T")
-ADMIN_PORT = 8080
 
 
 class Waited(AssertionError):
@@ -28,19 +28,19 @@ class Waited(AssertionError):
 def wait_until(
     predicate: Callable[[], T | None], timeout: float, what: str, describe: Callable[[], str]
 ) -> T:
-    """Poll ``predicate`` until it answers; on time-out say what was awaited and what
-    ``describe()`` shows now (usually the cluster's conditions)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """``ctl.testing.wait_for`` that rides out an API or admin call failing now and
+    then, and on time-out says what ``describe()`` shows (usually the conditions)."""
+
+    def probe() -> T | None:
         try:
-            value = predicate()
+            return predicate()
         except (httpx.HTTPError, ValueError, KeyError):
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise Waited(f"no {what} within {timeout:.0f}s; now: {describe()}")
-        time.sleep(0.25)
+            return None
+
+    try:
+        return wait_for(probe, timeout=timeout, interval=0.25, what=what)
+    except TimeoutError as exc:
+        raise Waited(f"no {what} within {timeout:.0f}s; now: {describe()}") from exc
 
 
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -135,7 +135,7 @@ class OperatedCluster:
 
     def group_endpoint(self, group: str) -> str:
         ns = self.backend.namespace
-        return self.backend.address(f"{kube.service_host(group, ns)}:8081")
+        return self.backend.address(f"{kube.service_host(group, ns)}:{CLIENT_PORT}")
 
     def pods(self, selector: dict[str, str]) -> list[dict[str, Any]]:
         labels = {kube.LABEL_CLUSTER: self.name, **selector}

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-ADMIN_PORT = 8080
+from rocketcluster.api.broker_config import ADMIN_PORT
 
 
 @dataclass(frozen=True)
@@ -130,14 +130,6 @@ class ClusterTimeline:
             len(s.sync_state_set) for s in self.of(group, since, until) if s.master_id is not None
         ]
         return min(sizes) if sizes else 0
-
-    def masters(self, group: str, since: float = 0.0) -> list[int]:
-        """The succession of masters (consecutive duplicates collapsed)."""
-        out: list[int] = []
-        for s in self.of(group, since):
-            if s.master_id is not None and (not out or out[-1] != s.master_id):
-                out.append(s.master_id)
-        return out
 
     def at(self, group: str, when: float) -> Sample | None:
         """The last sample of ``group`` taken at or before ``when``."""

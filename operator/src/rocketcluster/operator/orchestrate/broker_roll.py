@@ -3,7 +3,9 @@
 A pod is *stale* when its pod hash differs from the rendered one. The algorithm, one
 step per call (the caller acts, then calls again with what it observes next):
 
-1. Nothing stale: done.
+1. Nothing stale: done — unless this group's roll is under way (``rolling``) and a
+   replica is not whole again yet (see :func:`settling`): wait, so the next group
+   starts only after this one's last restarted pod is ready and back in sync.
 2. A pod being deleted, missing, or not yet Ready: wait — unless it has been
    unready for longer than ``stuck_after_s`` with the current hash, which blocks the
    roll (a broken pod is a person's problem, not something to restart around).
@@ -44,13 +46,15 @@ def next_group_step(
     group: GroupObservation,
     attempts: Attempts | None = None,
     *,
+    rolling: bool = False,
     stuck_after_s: float = STUCK_AFTER_S,
     max_switchover_failures: int = MAX_SWITCHOVER_FAILURES,
 ) -> Step:
     attempts = attempts or Attempts()
     todo = stale(group)
     if not todo:
-        return done()
+        why = settling(group) if rolling else None
+        return wait(why) if why else done()
     pods = sorted(group.pods, key=lambda p: p.name)
     # 2. Anything in motion first settles.
     for pod in pods:

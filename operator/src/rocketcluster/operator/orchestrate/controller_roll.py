@@ -4,7 +4,8 @@ A member is *stale* when its Deployment in the API still holds an older template
 than the rendered one (applying it is the restart: the Deployment recreates the
 pod). One member at a time:
 
-1. Nothing stale: done.
+1. Nothing stale: done — unless the roll is under way (``rolling``) and a member is
+   not whole again yet (see :func:`settling`): wait, the broker groups roll after.
 2. A member whose pod is missing, being replaced or not Ready: wait (blocked after
    ``stuck_after_s``) — the quorum must be whole before anyone goes.
 3. No leader agreed by a majority: wait (an election is running).
@@ -22,12 +23,16 @@ STUCK_AFTER_S = 300.0
 
 
 def next_controller_step(
-    controllers: ControllerObservation, *, stuck_after_s: float = STUCK_AFTER_S
+    controllers: ControllerObservation,
+    *,
+    rolling: bool = False,
+    stuck_after_s: float = STUCK_AFTER_S,
 ) -> Step:
     members = sorted(controllers.members, key=lambda m: m.index)
     todo = [m for m in members if m.applied_hash is not None and m.applied_hash != m.desired_hash]
     if not todo:
-        return done()
+        why = settling(controllers) if rolling else None
+        return wait(why) if why else done()
     for m in members:
         pod = m.pod
         if pod is None or pod.deleting or not pod.exists:
