@@ -4,17 +4,20 @@ the status subresource, PATCH types, watches and garbage collection."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web
 import httpx
 import pytest
 import yaml
 
 from rocketcluster.e2e.kube.binaries import Binaries
+from rocketcluster.e2e.kube.emulator import Emulator
 from rocketcluster.e2e.kube.harness import HarnessError, KubeHarness
 
 REPO = Path(__file__).resolve().parents[2]
@@ -292,3 +295,49 @@ def test_namespaces_pods_by_label_and_errors(kube: KubeHarness) -> None:
         kube.kubectl("get", "pod", "nope", "-n", "team")
     kube.kubectl("delete", "namespace", "team")
     assert kube.get("pods", "team", "p1") is None
+
+
+async def test_an_in_process_emulator_answers_from_its_registry() -> None:
+    """The Emulator alone (none of serve()'s wiring): a CRD is discoverable at ``/``
+    as soon as it is stored, and strategic merge is refused for custom resources
+    only — the CRD's and the Prometheus operator's — as a real server does."""
+    emulator = Emulator()
+    server = aiohttp.web.Server(emulator)
+    async with emulator:
+        listener = await asyncio.get_running_loop().create_server(server, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+        try:
+            async with httpx.AsyncClient(base_url=url, trust_env=False) as http:
+
+                async def paths() -> set[str]:
+                    return set((await http.get("/")).json()["paths"])
+
+                async def create(path: str, obj: dict[str, Any]) -> None:
+                    (await http.post(path, json=obj)).raise_for_status()
+
+                async def strategic(path: str, patch: dict[str, Any]) -> int:
+                    kind = {"Content-Type": "application/strategic-merge-patch+json"}
+                    answer = await http.patch(path, content=json.dumps(patch), headers=kind)
+                    return answer.status_code
+
+                before = await paths()
+                assert {"/api", "/api/v1", "/apis", "/apis/apps/v1"} <= before
+                assert "/apis/example.com/v1" not in before
+                crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+                await create(crds, yaml.safe_load(CRD))
+                assert {"/apis/example.com", "/apis/example.com/v1"} <= await paths()
+
+                widgets = "/apis/example.com/v1/namespaces/default/widgets"
+                await create(
+                    widgets, {"kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}}
+                )
+                assert await strategic(f"{widgets}/w", {"spec": {"size": 2}}) == 415
+                monitors = "/apis/monitoring.coreos.com/v1/namespaces/default/servicemonitors"
+                await create(monitors, {"kind": "ServiceMonitor", "metadata": {"name": "m"}})
+                assert await strategic(f"{monitors}/m", {"spec": {"jobLabel": "x"}}) == 415
+                configmaps = "/api/v1/namespaces/default/configmaps"
+                await create(configmaps, {"kind": "ConfigMap", "metadata": {"name": "c"}})
+                assert await strategic(f"{configmaps}/c", {"data": {"k": "v"}}) == 200
+        finally:
+            listener.close()
+            await server.shutdown(1.0)

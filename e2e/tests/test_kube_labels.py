@@ -67,3 +67,10 @@ def test_field_selectors() -> None:
     assert field_matches(parse_field_selector("metadata.name=web-0"), pod)
     assert field_matches(parse_field_selector("metadata.namespace!=x,status.phase=Running"), pod)
     assert not field_matches(parse_field_selector("metadata.name==web-1"), pod)
+
+
+def test_an_equality_is_a_set_requirement_of_one_value() -> None:
+    assert parse_label_selector("app=web") == parse_label_selector("app in (web)")
+    assert parse_label_selector("app==web") == parse_label_selector("app in (web)")
+    assert parse_label_selector("app!=web") == parse_label_selector("app notin (web)")
+    assert from_label_selector({"matchLabels": {"app": "web"}}) == parse_label_selector("app=web")

@@ -17,7 +17,9 @@ import httpx
 import pytest
 
 from rocketcluster.e2e.kube import network
+from rocketcluster.e2e.kube.cache import Cache
 from rocketcluster.e2e.kube.endpoints import listed, selects, serves
+from rocketcluster.e2e.kube.kubelet import PodWorker
 from rocketcluster.e2e.kube.network import IpAllocator
 from rocketcluster.e2e.kube.patches import merge_patch
 from rocketcluster.e2e.kube.probes import probe_once
@@ -348,5 +350,94 @@ async def test_a_new_claim_under_a_reused_name_gets_an_empty_volume(tmp_path: Pa
         realiser.cache.put("persistentvolumeclaims", _claim("uid-2", 500))
         await realiser._claims()
         assert volume.is_dir() and list(volume.iterdir()) == []
+    finally:
+        await realiser.aclose()
+
+
+# --- the realiser's cache, and what a change in it rewrites ------------------------------
+
+
+def _named(name: str, version: int, namespace: str = "ns") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": str(version)}}
+
+
+def test_the_cache_takes_newer_versions_only_and_counts_changes_per_plural() -> None:
+    cache = Cache()
+    for obj in (_named("b", 5), _named("a", 6), _named("c", 7, namespace="other")):
+        cache.put("configmaps", obj)
+    cache.put("secrets", _named("a", 8))
+    assert [o["metadata"]["name"] for o in cache.list("configmaps")] == ["a", "b", "c"]
+    assert [o["metadata"]["name"] for o in cache.list("configmaps", "ns")] == ["a", "b"]
+    assert (cache.changes("configmaps"), cache.changes("secrets")) == (3, 1)
+    cache.changed.clear()
+    cache.put("configmaps", _named("a", 6))  # the watch's echo of a write already cached
+    cache.put("configmaps", _named("a", 4))  # older
+    assert not cache.changed.is_set() and cache.changes("configmaps") == 3
+    cache.remove("configmaps", _named("a", 9))
+    cache.put("configmaps", _named("a", 9))  # the deleted object itself, late
+    assert cache.get("configmaps", "ns", "a") is None and cache.changes("configmaps") == 4
+    cache.put("configmaps", _named("a", 10))  # made again
+    assert cache.get("configmaps", "ns", "a") is not None and cache.changes("configmaps") == 5
+
+
+async def test_volume_files_are_rewritten_when_what_they_are_made_of_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ConfigMap naming a Service is rewritten once the name has an address; a
+    ConfigMap change and a label change (downward API) rewrite the files too; a
+    pass in which none of that changed does not even compute them."""
+    realiser = Realiser("http://127.0.0.1:9", tmp_path)
+    items = [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]
+    pod: dict[str, Any] = {
+        **_named("p", 1),
+        "spec": {
+            "containers": [{"name": "c", "command": ["true"]}],
+            "volumes": [
+                {"name": "cfg", "configMap": {"name": "cfg"}},
+                {"name": "info", "downwardAPI": {"items": items}},
+            ],
+        },
+    }
+    pod["metadata"].update(uid="uid-files", labels={"role": "a"})
+    config = {**_named("cfg", 2), "data": {"peers": "db = db.ns.svc:5432\n"}}
+    db = {**_named("db", 3), "spec": {"clusterIP": "127.20.9.9", "ports": [{"port": 5432}]}}
+    try:
+        realiser.cache.put("pods", pod)
+        realiser.cache.put("configmaps", config)
+        worker = PodWorker(pod, realiser.pod_ip("ns", "p"), realiser.ctx)
+        realiser.workers["uid-files"] = worker
+        syncs: list[int] = []
+        sync = worker._sync_volumes
+
+        def counted() -> None:
+            syncs.append(1)
+            sync()
+
+        monkeypatch.setattr(worker, "_sync_volumes", counted)
+        peers, labels = (worker.dir / "volumes" / f for f in ("cfg/peers", "info/labels"))
+        await realiser._kubelet()
+        assert peers.read_text() == "db = db.ns.svc:5432\n"  # no such name yet
+        assert labels.read_text() == 'role="a"'
+        await realiser._kubelet()
+        assert len(syncs) == 1
+
+        realiser.cache.put("services", db)
+        await realiser._network()
+        assert peers.read_text() == "db = 127.20.9.9:5432\n"
+
+        edited = {**_named("cfg", 4), "data": {"peers": "db = db.ns.svc:1\n"}}
+        realiser.cache.put("configmaps", edited)
+        realiser.cache.put("configmaps", {**edited})  # its watch echo
+        await realiser._kubelet()
+        assert peers.read_text() == "db = 127.20.9.9:1\n"
+        done = len(syncs)
+        await realiser._kubelet()
+        assert len(syncs) == done
+
+        relabelled = {**pod, "metadata": {**pod["metadata"], "resourceVersion": "5"}}
+        relabelled["metadata"]["labels"] = {"role": "b"}
+        realiser.cache.put("pods", relabelled)
+        await realiser._kubelet()
+        assert labels.read_text() == 'role="b"'
     finally:
         await realiser.aclose()

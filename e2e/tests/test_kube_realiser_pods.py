@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rocketcluster.e2e.kube import podenv
+from rocketcluster.e2e.kube import podenv, volumes
 from rocketcluster.e2e.kube.podstatus import ContainerState, phase, pod_status
 from rocketcluster.e2e.kube.probes import ProbeSchedule
 from rocketcluster.e2e.kube.substitute import Substitution, expand_vars
@@ -180,6 +180,38 @@ def test_service_links_name_clusterip_services_only() -> None:
     }
 
 
+# --- volumes ------------------------------------------------------------------------------
+
+
+def test_volume_files_name_the_node_and_keep_binary_configmap_keys_as_bytes() -> None:
+    fields = [
+        {"path": "node", "fieldRef": {"fieldPath": "spec.nodeName"}},
+        {"path": "host", "fieldRef": {"fieldPath": "status.hostIP"}},
+    ]
+    downward = volumes.volume_files(
+        {"name": "info", "downwardAPI": {"items": fields}},
+        pod=POD,  # no nodeName yet: the node it runs on
+        configmaps={},
+        secrets={},
+        pod_ip="127.10.0.7",
+        node="node-a",
+    )
+    assert downward == {"node": (b"node-a", False), "host": (b"127.0.0.1", False)}
+    blob = b"\xff\x00\xfe"
+    configmaps: dict[str, Mapping[str, Any]] = {
+        "cm": {"data": {"text": "hi"}, "binaryData": {"blob": base64.b64encode(blob).decode()}}
+    }
+    files = volumes.volume_files(
+        {"name": "c", "configMap": {"name": "cm"}},
+        pod=POD,
+        configmaps=configmaps,
+        secrets={},
+        pod_ip="127.10.0.7",
+        node="node-a",
+    )
+    assert files == {"text": (b"hi", True), "blob": (blob, True)}
+
+
 # --- substitute ---------------------------------------------------------------------------
 
 
@@ -254,6 +286,23 @@ def test_probe_schedule_thresholds() -> None:
     assert twice.record(True) and twice.result
     liveness = ProbeSchedule({"failureThreshold": 1}, initial=True)
     assert liveness.result and liveness.record(False) and not liveness.result
+
+
+def test_probe_schedule_failed_is_the_failure_threshold_in_a_row() -> None:
+    startup = ProbeSchedule({"failureThreshold": 2}, initial=False)
+    startup.record(False)
+    assert not startup.failed
+    startup.record(True)
+    startup.record(False)
+    assert not startup.failed  # a success started the count over
+    startup.record(False)
+    assert startup.failed
+    liveness = ProbeSchedule({}, initial=True)
+    liveness.record(False)
+    liveness.record(False)
+    assert not liveness.failed and liveness.result
+    liveness.record(False)
+    assert liveness.failed and not liveness.result
 
 
 # --- podstatus ----------------------------------------------------------------------------

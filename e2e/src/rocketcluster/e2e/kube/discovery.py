@@ -28,6 +28,15 @@ _SUB_VERBS = {
 }
 
 
+def root_paths(registry: Registry) -> dict[str, Any]:
+    """``GET /``: the server's paths, as a real API server lists them."""
+    paths = {"/api", "/api/v1", "/apis", "/version"}
+    for rt in registry:
+        if rt.group:
+            paths.update({f"/apis/{rt.group}", f"/apis/{rt.group}/{rt.version}"})
+    return {"paths": sorted(paths)}
+
+
 def api_versions() -> dict[str, Any]:
     return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
 

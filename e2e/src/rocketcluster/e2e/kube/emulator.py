@@ -1,9 +1,10 @@
 """A Kubernetes API server faithful enough for kubectl, kopf and the pod realiser:
 kmock's ``KubernetesEmulator`` with the resource paths served from a :class:`Store`.
 
-kmock keeps what it does well: the server plumbing, the discovery documents
-(``/api``, ``/apis``, ``/api/v1``, ``/apis/<group>/<version>``, ``/version``) fed
-from our :class:`Registry`, and its ``Status`` errors. Every request on a resource
+kmock keeps what it does well: the server plumbing, the routing of the discovery
+documents (``/``, ``/api``, ``/apis``, ``/api/v1``, ``/apis/<group>/<version>``,
+``/version``) — each answered from our :class:`Registry`, so a CRD is discoverable
+the moment it is stored — and its ``Status`` errors. Every request on a resource
 path is ours: list (``kind: <Kind>List``, label and field selectors), get, watch
 (``resourceVersion`` honoured: history replayed from it, or 410 Gone when it is too
 old; selector transitions reported as ADDED/DELETED like the real server),
@@ -79,7 +80,6 @@ class Emulator(kmock.KubernetesEmulator):
         self.watchers: set[asyncio.Queue[Change]] = set()
         self.pod_logs = pod_logs
         self.store.listeners.append(self._fan_out)
-        self._sync_discovery()
         ns_type = self.registry.get("", "v1", "namespaces")
         if ns_type is not None:
             for name in INITIAL_NAMESPACES:
@@ -93,23 +93,11 @@ class Emulator(kmock.KubernetesEmulator):
         for queue in self.watchers:
             queue.put_nowait(change)
 
-    def _sync_discovery(self) -> None:
-        """kmock's discovery documents, from the registry."""
-        for res in list(self.resources):
-            del self.resources[res]
-        for rt in self.registry:
-            self.resources[kmock.resource(rt.group, rt.version, rt.plural)] = kmock.ResourceInfo(
-                kind=rt.kind,
-                singular=rt.singular,
-                namespaced=rt.namespaced,
-                verbs=set(rt.verbs),
-                shortnames=set(rt.short_names),
-                categories=set(rt.categories),
-                subresources=set(rt.subresources),
-            )
-
     # Discovery comes from our registry: kmock's derives it from its own store, with
     # a "/v1" group version for the core group and short names on subresources.
+    async def _serve_root(self, request: kmock.Request) -> Any:
+        return discovery.root_paths(self.registry)
+
     async def _serve_api(self, request: kmock.Request) -> Any:
         return discovery.api_versions()
 
@@ -304,7 +292,7 @@ class Emulator(kmock.KubernetesEmulator):
         if ctype == "application/json-patch+json":
             fn = lambda obj: patches.json_patch(obj, body)  # noqa: E731
         elif ctype == "application/strategic-merge-patch+json":
-            if rt.schema is not None or rt.group.endswith("monitoring.coreos.com"):
+            if rt.custom:
                 raise ApiError(
                     415,
                     "UnsupportedMediaType",
@@ -546,20 +534,9 @@ class Emulator(kmock.KubernetesEmulator):
             self.watchers.discard(queue)
         return response
 
-    def refresh_discovery(self) -> None:
-        self._sync_discovery()
-
 
 async def serve(host: str, port: int, pod_logs: Path | None) -> None:
     emulator = Emulator(pod_logs=pod_logs)
-    # The registry changes when CRDs come and go: keep kmock's discovery in step.
-    emulator.store.listeners.append(
-        lambda change: (
-            emulator.refresh_discovery()
-            if change.group_resource == ("apiextensions.k8s.io", "customresourcedefinitions")
-            else None
-        )
-    )
     server = aiohttp.web.Server(emulator)
     loop = asyncio.get_running_loop()
     async with emulator:

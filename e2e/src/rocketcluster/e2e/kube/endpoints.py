@@ -4,11 +4,16 @@ objects, runs the proxies and the DNS map from these answers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from rocketcluster.e2e.kube import labels
-from rocketcluster.e2e.kube.templates import is_finished, is_ready, is_terminating
+from rocketcluster.e2e.kube.templates import (
+    is_finished,
+    is_ready,
+    is_terminating,
+    owner_reference,
+)
 
 PodIp = Callable[[str, str], str]  # (namespace, pod name) -> address
 
@@ -71,6 +76,36 @@ def proxy_targets(
                 meta = pod["metadata"]
                 out.append((pod_ip(meta["namespace"], meta["name"]), target))
     return out
+
+
+def proxied_ports(
+    services: Iterable[Mapping[str, Any]],
+) -> Iterator[tuple[str, str, str, Mapping[str, Any]]]:
+    """(namespace, name, ClusterIP, port) of every TCP port kube-proxy forwards: the
+    ports of ClusterIP Services with a selector (one without has no pods to pick)."""
+    for svc in services:
+        spec, meta = svc.get("spec") or {}, svc["metadata"]
+        ip = spec.get("clusterIP")
+        if not ip or ip == "None" or not spec.get("selector"):
+            continue
+        for port in spec.get("ports") or []:
+            if port.get("protocol", "TCP") == "TCP":
+                yield meta["namespace"], meta["name"], ip, port
+
+
+def endpoints_object(service: Mapping[str, Any], subsets: list[dict[str, Any]]) -> dict[str, Any]:
+    """A new Endpoints object of a Service, as the endpoints controller makes it: the
+    Service's name and labels, owned by it (so it goes with it)."""
+    meta = service["metadata"]
+    return {
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": dict(meta.get("labels") or {}),
+            "ownerReferences": [owner_reference(service, controller=False)],
+        },
+        "subsets": subsets,
+    }
 
 
 def subsets(

@@ -3,10 +3,11 @@ emulator has no authentication), written atomically so a reader never sees half.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import yaml
+
+from rocketcluster.e2e.kube.atomic import write_atomic
 
 CONTEXT = "rocketcluster-emulator"
 
@@ -30,8 +31,6 @@ def kubeconfig(server: str, namespace: str = "default") -> dict[str, object]:
 
 def write_kubeconfig(path: Path, server: str, namespace: str = "default") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(yaml.safe_dump(kubeconfig(server, namespace), sort_keys=False))
-    tmp.chmod(0o600)
-    tmp.replace(path)
+    text = yaml.safe_dump(kubeconfig(server, namespace), sort_keys=False)
+    write_atomic(path, text.encode(), mode=0o600)
     return path

@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import os
-import re
 import shutil
 import signal
 import sys
@@ -44,10 +42,11 @@ from typing import Any, Protocol
 import httpx
 
 from rocketcluster.api import kube as contract
+from rocketcluster.api.status import now_rfc3339
 from rocketcluster.e2e.kube import podenv, probes, volumes
 from rocketcluster.e2e.kube.events import EventLog
 from rocketcluster.e2e.kube.podstatus import ContainerState, pod_status
-from rocketcluster.e2e.kube.processes import Ledger, die_with_parent, record
+from rocketcluster.e2e.kube.processes import Ledger, die_with_parent, killpg, record
 from rocketcluster.e2e.kube.substitute import Substitution
 
 BACKOFF_START_S, BACKOFF_MAX_S, BACKOFF_RESET_S = 1.0, 8.0, 10.0
@@ -78,10 +77,6 @@ class NodeContext:
     probe_period_cap: float | None = None
 
 
-def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _executable(name: str, path: str) -> str:
     if os.path.isabs(name) and os.access(name, os.X_OK):
         return name
@@ -108,12 +103,15 @@ class PodWorker:
         self.procs: dict[str, asyncio.subprocess.Process] = {}
         self.initialized = not self.init_specs
         self.init_failed = False
-        self.start_time = now()
+        self.start_time = now_rfc3339()
         self.deleting = asyncio.Event()
         self.gone = asyncio.Event()  # every process has exited
         self._dirty = asyncio.Event()
         self._ready = False
-        self._files_digest: int | None = None
+        self._files: list[tuple[Path, dict[str, bytes] | None]] | None = None  # as written
+        # the volume files may be out of date: the last refresh failed, or the pod's
+        # labels or annotations (what downward API files show) changed
+        self.files_stale = False
         self._tasks: set[asyncio.Future[Any]] = set()
         self._supervisors: list[asyncio.Future[Any]] = []  # init, then one per container
         self.task: asyncio.Task[None] | None = None
@@ -124,6 +122,9 @@ class PodWorker:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def update(self, pod: Mapping[str, Any]) -> None:
+        before, after = self.pod["metadata"], pod["metadata"]
+        if any(before.get(k) != after.get(k) for k in ("labels", "annotations")):
+            self.files_stale = True
         self.pod = pod
         if pod["metadata"].get("deletionTimestamp") and not self.deleting.is_set():
             self.ctx.events.emit("pod-deleting", **self._who())
@@ -137,16 +138,15 @@ class PodWorker:
 
     def kill(self) -> list[int]:
         """A node or process failure: SIGKILL every running container."""
-        pids = [p.pid for p in self.procs.values() if p.returncode is None]
+        pids = self.pids()
         for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+            killpg(pid, signal.SIGKILL)
         return pids
 
     async def shutdown(self) -> None:
         """The realiser is stopping: end the processes, leave the API alone."""
         self.deleting.set()
-        await self._terminate(min(self._grace(), SHUTDOWN_GRACE_S))
+        await self._stop(list(self.procs.values()), min(self._grace(), SHUTDOWN_GRACE_S))
         for task in [self.task, *self._tasks]:
             if task is not None:
                 task.cancel()
@@ -163,9 +163,13 @@ class PodWorker:
         return self._ready
 
     def refresh_files(self) -> None:
-        """Rewrite mounted ConfigMap/Secret/downward files whose content changed."""
+        """Rewrite mounted ConfigMap/Secret/downward files whose content changed. The
+        realiser calls it when what they are made of changed (or :attr:`files_stale`);
+        one that fails (a source missing for now) leaves them stale, to be retried."""
+        self.files_stale = True
         with contextlib.suppress(podenv.ConfigError, OSError):
             self._sync_volumes()
+            self.files_stale = False
 
     # --- running the pod -----------------------------------------------------------
 
@@ -197,7 +201,7 @@ class PodWorker:
             # A deletion interrupts whatever stage the pod is in (an init container
             # that never ends included), as kubelet's does.
             await self.deleting.wait()
-            await self._terminate(self._grace())
+            await self._stop(list(self.procs.values()), self._grace())
             # "gone" only once no supervisor can start a process any more.
             while not all(task.done() for task in self._supervisors):
                 await asyncio.gather(*self._supervisors, return_exceptions=True)
@@ -225,6 +229,10 @@ class PodWorker:
             await self._pause(1.0)
 
     def _sync_volumes(self) -> None:
+        """Make the pod's volume directories and write its files as the container
+        sees them (substituted: paths, cluster names, ``0.0.0.0``) — only when that
+        differs from what was written last, so an unchanged pod costs no disk access.
+        A missing ConfigMap, Secret or claim is a :class:`podenv.ConfigError`."""
         spec = self.pod.get("spec") or {}
         inputs = self.ctx.inputs
         cms, secrets = inputs.configmaps(self.namespace), inputs.secrets(self.namespace)
@@ -237,35 +245,34 @@ class PodWorker:
                 vol, root=self.ctx.root, pod_dir=self.dir, namespace=self.namespace
             )
             files = volumes.volume_files(
-                vol, pod=self.pod, configmaps=cms, secrets=secrets, pod_ip=self.ip
+                vol,
+                pod=self.pod,
+                configmaps=cms,
+                secrets=secrets,
+                pod_ip=self.ip,
+                node=self.ctx.node_name,
             )
             plan.append((target, files))
         if spec.get("automountServiceAccountToken", True):
             plan.append((self.sa_dir, volumes.serviceaccount_files(self.namespace)))
         subst = self._substitution(None)
-        digest = hash(repr([(str(t), f) for t, f in plan]) + repr(sorted(subst.mounts)))
-        names = [n for n in self._dns_names_in(plan)]
-        digest ^= hash(tuple((n, inputs.resolve(n)) for n in names))
-        if digest == self._files_digest:
+        wanted = [
+            (
+                target,
+                None
+                if files is None
+                else {rel: subst.apply_bytes(c) if s else c for rel, (c, s) in files.items()},
+            )
+            for target, files in plan
+        ]
+        if wanted == self._files:
             return
-        for target, files in plan:
-            if files is None:
+        for target, content in wanted:
+            if content is None:
                 target.mkdir(parents=True, exist_ok=True)
             else:
-                volumes.write_files(target, files, subst.apply_bytes)
-        self._files_digest = digest
-
-    @staticmethod
-    def _dns_names_in(plan: list[tuple[Path, volumes.Files | None]]) -> set[str]:
-        """Cluster names the files mention (their answers change what is written)."""
-        found: set[str] = set()
-        for _, files in plan:
-            for content, _subst in (files or {}).values():
-                text = content.decode("utf-8", errors="ignore")
-                found.update(
-                    m[0] for m in re.finditer(r"[a-z0-9.-]+\.svc(?:\.cluster\.local)?", text)
-                )
-        return found
+                volumes.write_files(target, content)
+        self._files = wanted
 
     def _mounts(self, spec: Mapping[str, Any] | None) -> list[tuple[str, str]]:
         """(mountPath, host path) of one container, or of all of them."""
@@ -389,11 +396,11 @@ class PodWorker:
             self.ctx.ledger.add(record(proc.pid, f"{self.namespace}/{self.name}/{spec['name']}"))
             self.procs[spec["name"]] = proc
             if self.deleting.is_set():  # deleted while it was starting: it does not run
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+                killpg(proc.pid, signal.SIGKILL)
             began = time.monotonic()
             state.state, state.reason, state.message = "running", "", ""
-            state.started_at, state.pid, state.exit_code, state.signal = now(), proc.pid, None, None
+            state.started_at, state.pid = now_rfc3339(), proc.pid
+            state.exit_code, state.signal = None, None
             state.started = "startupProbe" not in spec
             state.ready = state.started and "readinessProbe" not in spec and not init
             self.ctx.events.emit(
@@ -405,14 +412,13 @@ class PodWorker:
                 restartCount=state.restart_count,
             )
             self._changed()
-            probing = [] if init else self._start_probes(spec, state, proc)
+            probing = None if init else asyncio.ensure_future(self._probe_loop(spec, state, proc))
             returncode = await proc.wait()
-            for task in probing:
-                task.cancel()
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the container goes as a whole
+            if probing is not None:
+                probing.cancel()
+            killpg(proc.pid, signal.SIGKILL)  # the container goes as a whole
             code = returncode if returncode >= 0 else 128 - returncode
-            state.state, state.ready, state.finished_at = "terminated", False, now()
+            state.state, state.ready, state.finished_at = "terminated", False, now_rfc3339()
             state.exit_code, state.signal = code, (-returncode if returncode < 0 else None)
             state.reason = "Completed" if code == 0 else "Error"
             self.ctx.events.emit(
@@ -438,11 +444,6 @@ class PodWorker:
             if not self.deleting.is_set():
                 state.restart_count += 1
         return code
-
-    def _start_probes(
-        self, spec: Mapping[str, Any], state: ContainerState, proc: asyncio.subprocess.Process
-    ) -> list[asyncio.Task[None]]:
-        return [asyncio.ensure_future(self._probe_loop(spec, state, proc))]
 
     async def _probe_loop(
         self, spec: Mapping[str, Any], state: ContainerState, proc: asyncio.subprocess.Process
@@ -483,10 +484,9 @@ class PodWorker:
             while not sched.result:
                 if self.deleting.is_set():  # kubelet stops startup probes on deletion
                     return
-                ok = await check(startup, sched.timeout)
-                sched.record(ok)
-                if not ok and sched.failures >= int(startup.get("failureThreshold", 3)):
-                    await self._kill_container(proc)
+                sched.record(await check(startup, sched.timeout))
+                if sched.failed:
+                    await self._stop([proc], self._grace())  # as on deletion
                     return
                 if not sched.result:
                     await asyncio.sleep(sched.period)
@@ -520,31 +520,24 @@ class PodWorker:
             if flipped and kind == "readiness":
                 state.ready = sched.result
                 self._changed()
-            if flipped and kind == "liveness" and not sched.result and not self.deleting.is_set():
-                await self._kill_container(proc)
+            if kind == "liveness" and sched.failed and not self.deleting.is_set():
+                await self._stop([proc], self._grace())  # as on deletion
                 return
             await asyncio.sleep(sched.period)
 
-    async def _kill_container(self, proc: asyncio.subprocess.Process) -> None:
-        """A failed liveness/startup probe: stop the container as on deletion."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), self._grace())
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-
-    async def _terminate(self, grace: float) -> None:
-        running = [p for p in self.procs.values() if p.returncode is None]
+    async def _stop(self, procs: list[asyncio.subprocess.Process], grace: float) -> None:
+        """Stop containers as kubelet does — on deletion, on shutdown, on a failed
+        liveness or startup probe: SIGTERM to each running one's process group,
+        SIGKILL to every group after ``grace`` seconds (what a container left behind
+        goes too), then wait for the containers to be reaped."""
+        running = [p for p in procs if p.returncode is None]
         for proc in running:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
+            killpg(proc.pid, signal.SIGTERM)
         if running:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*(p.wait() for p in running)), grace)
-        for proc in self.procs.values():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+        for proc in procs:
+            killpg(proc.pid, signal.SIGKILL)
         for proc in running:
             await proc.wait()
 
@@ -561,7 +554,7 @@ class PodWorker:
                 init_failed=self.init_failed,
                 pod_ip=self.ip,
                 start_time=self.start_time,
-                now=now(),
+                now=now_rfc3339(),
             )
             ready = (
                 not self.deleting.is_set()

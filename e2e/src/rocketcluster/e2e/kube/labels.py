@@ -22,16 +22,14 @@ class SelectorError(ValueError):
 @dataclass(frozen=True)
 class Requirement:
     key: str
-    op: str  # "=", "!=", "in", "notin", "exists", "!"
+    # "in", "notin", "exists", "!"; an equality is "in" (or "notin") one value, as
+    # the API server's own parser makes it
+    op: str
     values: frozenset[str] = frozenset()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         present = self.key in labels
         value = labels.get(self.key)
-        if self.op == "=":
-            return present and value in self.values
-        if self.op == "!=":
-            return not present or value not in self.values
         if self.op == "in":
             return present and value in self.values
         if self.op == "notin":
@@ -75,7 +73,7 @@ def parse_label_selector(text: str | None) -> Selector:
         eq = _EQ_RE.match(part)
         if eq:
             key, op, value = eq.groups()
-            out.append(Requirement(key, "!=" if op == "!=" else "=", frozenset({value})))
+            out.append(Requirement(key, "notin" if op == "!=" else "in", frozenset({value})))
             continue
         st = _SET_RE.match(part)
         if not st:
@@ -99,7 +97,7 @@ def from_label_selector(selector: Mapping[str, Any] | None) -> Selector:
     if not selector:
         return ()
     out = [
-        Requirement(k, "=", frozenset({str(v)}))
+        Requirement(k, "in", frozenset({str(v)}))
         for k, v in (selector.get("matchLabels") or {}).items()
     ]
     for expr in selector.get("matchExpressions") or []:
@@ -113,7 +111,7 @@ def from_label_selector(selector: Mapping[str, Any] | None) -> Selector:
 def from_match_labels(labels: Mapping[str, str] | None) -> Selector:
     """A Service's ``spec.selector`` (equality only). None or empty selects nothing —
     callers decide that, since for a Service it means "endpoints managed by hand"."""
-    return tuple(Requirement(k, "=", frozenset({str(v)})) for k, v in (labels or {}).items())
+    return tuple(Requirement(k, "in", frozenset({str(v)})) for k, v in (labels or {}).items())
 
 
 def matches(selector: Selector, labels: Mapping[str, str] | None) -> bool:

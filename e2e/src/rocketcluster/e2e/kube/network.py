@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rocketcluster.api.kube import CLUSTER_DOMAIN
+from rocketcluster.api.kube import CLUSTER_DOMAIN, service_host
 
 POD_NETWORK = ipaddress.IPv4Network("127.10.0.0/16")
 SERVICE_NETWORK = ipaddress.IPv4Network("127.20.0.0/16")
@@ -110,7 +110,8 @@ def reserve_block(
 
 
 def service_names(name: str, namespace: str) -> list[str]:
-    return [f"{name}.{namespace}.svc.{CLUSTER_DOMAIN}", f"{name}.{namespace}.svc"]
+    """The two spellings a name under a namespace's ``svc`` domain resolves by."""
+    return [service_host(name, namespace), f"{name}.{namespace}.svc"]
 
 
 def is_headless(service: Mapping[str, Any]) -> bool:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from rocketcluster.e2e.kube.podstatus import HOST_IP
 from rocketcluster.e2e.kube.substitute import expand_vars
 
 
@@ -37,8 +38,8 @@ def field_value(pod: Mapping[str, Any], path: str, pod_ip: str, node: str) -> st
         "spec.serviceAccountName": spec.get("serviceAccountName") or "default",
         "status.podIP": pod_ip,
         "status.podIPs": pod_ip,
-        "status.hostIP": "127.0.0.1",
-        "status.hostIPs": "127.0.0.1",
+        "status.hostIP": HOST_IP,
+        "status.hostIPs": HOST_IP,
     }
     if path == "metadata.labels":
         return "\n".join(f'{k}="{v}"' for k, v in sorted((meta.get("labels") or {}).items()))
@@ -179,11 +180,3 @@ def command_line(container: Mapping[str, Any], env: Mapping[str, str]) -> list[s
         )
     argv = command + list(container.get("args") or [])
     return [expand_vars(str(a), dict(env)) for a in argv]
-
-
-def secret_data(obj: Mapping[str, Any]) -> dict[str, str]:
-    return _data("Secret", obj)
-
-
-def configmap_data(obj: Mapping[str, Any]) -> dict[str, str]:
-    return _data("ConfigMap", obj)

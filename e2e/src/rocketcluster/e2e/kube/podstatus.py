@@ -11,6 +11,14 @@ from typing import Any
 HOST_IP = "127.0.0.1"
 
 
+def transition_time(before: Mapping[str, Any] | None, status: str, now: str) -> str:
+    """A condition's ``lastTransitionTime``: the one it had while its status stays
+    ``status`` (the time says when it last changed, as kubectl shows it), else now."""
+    before = before or {}
+    kept = before.get("lastTransitionTime") if before.get("status") == status else None
+    return str(kept or now)
+
+
 @dataclass
 class ContainerState:
     """What kubelet knows of one container."""
@@ -110,13 +118,11 @@ def pod_status(
 
     def condition(kind: str, ok: bool, reason: str | None = None) -> dict[str, Any]:
         status = "True" if ok else "False"
-        before = old.get(kind) or {}
-        since = before.get("lastTransitionTime") if before.get("status") == status else None
         out: dict[str, Any] = {
             "type": kind,
             "status": status,
             "lastProbeTime": None,
-            "lastTransitionTime": since or now,
+            "lastTransitionTime": transition_time(old.get(kind), status, now),
         }
         if reason and not ok:
             out["reason"] = reason

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from rocketcluster.e2e.kube.processes import die_with_parent
+from rocketcluster.e2e.kube.processes import die_with_parent, killpg
 
 MIN_PERIOD_S = 0.5
 
@@ -51,6 +50,12 @@ class ProbeSchedule:
     def timeout(self) -> float:
         return max(0.5, float(self.spec.get("timeoutSeconds", 1)))
 
+    @property
+    def failed(self) -> bool:
+        """As many failures in a row as ``failureThreshold``: a liveness or startup
+        probe's container is to be restarted."""
+        return self.failures >= int(self.spec.get("failureThreshold", 3))
+
     def record(self, ok: bool) -> bool:
         """Feed one check; True when the overall result flipped."""
         before = self.result
@@ -60,7 +65,7 @@ class ProbeSchedule:
                 self.result = True
         else:
             self.failures, self.successes = self.failures + 1, 0
-            if self.failures >= int(self.spec.get("failureThreshold", 3)):
+            if self.failed:
                 self.result = False
         return self.result != before
 
@@ -129,6 +134,5 @@ async def _exec(argv: list[str], env: Mapping[str, str], cwd: str, limit_s: floa
         return False
     finally:
         if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            killpg(proc.pid, signal.SIGKILL)
             await proc.wait()

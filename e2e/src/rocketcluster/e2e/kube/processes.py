@@ -43,6 +43,27 @@ def start_time(pid: int) -> int | None:
     return int(fields[19])
 
 
+def killpg(pid: int, sig: int) -> None:
+    """Signal the process group ``pid`` leads; a group already gone (or no longer
+    ours to signal) is not an error — stopping it is what the caller wanted."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def live_groups() -> set[int]:
+    """The process groups that still have a process that is not a zombie. One pass
+    over /proc answers for every record at once; asking per record would read all
+    of /proc once per record."""
+    groups: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if fields[0] not in ("Z", "X"):
+                    groups.add(int(fields[2]))
+    return groups
+
+
 def is_zombie(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -61,25 +82,19 @@ class ProcessRecord:
         """Still the same process, and not a zombie."""
         return start_time(self.pid) == self.started and not is_zombie(self.pid)
 
-    def group_alive(self) -> bool:
-        """Anything left in its process group (it leads one: its own session)."""
+    def group_alive(self, groups: set[int] | None = None) -> bool:
+        """Anything left in its process group (it leads one: its own session).
+        ``groups`` is :func:`live_groups`, when the caller asks for many records."""
         if self.alive():
             return True
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                    if int(fields[2]) == self.pid and fields[0] not in ("Z", "X"):
-                        return True
-        return False
+        return self.pid in (live_groups() if groups is None else groups)
 
     def signal_group(self, sig: int) -> None:
         """Signal its whole group — unless the leader is gone and its PID reused."""
         leader = start_time(self.pid)
         if leader is not None and leader != self.started:
             return  # the PID is someone else's now
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, sig)
+        killpg(self.pid, sig)
 
 
 def record(pid: int, name: str) -> ProcessRecord:
@@ -109,17 +124,22 @@ class Ledger:
 def stop_groups(records: list[ProcessRecord], grace: float) -> list[ProcessRecord]:
     """SIGTERM every live group, SIGKILL what is left after ``grace`` seconds; the
     records whose groups still had processes after that (should be none)."""
-    live = [r for r in records if r.group_alive()]
+
+    def alive(among: list[ProcessRecord]) -> list[ProcessRecord]:
+        groups = live_groups() if among else set()
+        return [r for r in among if r.group_alive(groups)]
+
+    live = alive(records)
     for rec in live:
         rec.signal_group(signal.SIGTERM)
     deadline = time.monotonic() + grace
     while live and time.monotonic() < deadline:
         time.sleep(0.05)
-        live = [r for r in live if r.group_alive()]
+        live = alive(live)
     for rec in live:
         rec.signal_group(signal.SIGKILL)
     deadline = time.monotonic() + 5.0
     while live and time.monotonic() < deadline:
         time.sleep(0.05)
-        live = [r for r in live if r.group_alive()]
+        live = alive(live)
     return live

@@ -39,22 +39,23 @@ from typing import Any
 import aiohttp.web
 import httpx
 
+from rocketcluster.api.status import now_rfc3339
 from rocketcluster.e2e.kube import endpoints, network
+from rocketcluster.e2e.kube.atomic import write_atomic
 from rocketcluster.e2e.kube.cache import Cache, run_informer
 from rocketcluster.e2e.kube.client import JSON_PATCH, KubeClient, KubeError
 from rocketcluster.e2e.kube.control import control_app
 from rocketcluster.e2e.kube.deployments import plan_deployment
 from rocketcluster.e2e.kube.events import EventLog
-from rocketcluster.e2e.kube.kubelet import NodeContext, PodWorker, now
+from rocketcluster.e2e.kube.kubelet import NodeContext, PodWorker
 from rocketcluster.e2e.kube.processes import Ledger
 from rocketcluster.e2e.kube.proxy import Endpoint, Picker, PortKey, ServiceProxies
 from rocketcluster.e2e.kube.resources import BUILTINS, ResourceType
-from rocketcluster.e2e.kube.statefulsets import plan_statefulset, revision_of
+from rocketcluster.e2e.kube.statefulsets import plan_statefulset
 from rocketcluster.e2e.kube.templates import (
     SAFE_ALPHABET,
     adopted,
     is_terminating,
-    owner_reference,
 )
 from rocketcluster.e2e.kube.volumes import binding, claim_dir, claim_in_use, remove_tree
 
@@ -74,13 +75,13 @@ WATCHED = (
     "secrets",
     "persistentvolumeclaims",
 )
+# What pods' volume files are made of, besides DNS names and the pod itself.
+FILE_INPUTS = ("configmaps", "secrets", "persistentvolumeclaims")
 TICK_S = 0.5
 
 
-def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    tmp.replace(path)
+def _write_json(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True).encode())
 
 
 class Realiser:
@@ -106,6 +107,9 @@ class Realiser:
         self.revisions: dict[str, dict[str, Any]] = {}
         self.claims_bound: set[tuple[str, str]] = set()
         self.host_names: dict[str, str] = {}
+        # the lookup of these names, made again only when they change
+        self._resolve = network.resolver(self.host_names, self._cluster_ip_service, self.pod_ip)
+        self._file_inputs: tuple[int, ...] = ()  # Cache.changes of FILE_INPUTS, last seen
         self.proxies = ServiceProxies()
         self.rng = random.Random()
         self.wake = asyncio.Event()
@@ -152,7 +156,7 @@ class Realiser:
         return svc is not None and not network.is_headless(svc)
 
     def resolve(self, name: str) -> str | None:
-        return network.resolver(self.host_names, self._cluster_ip_service, self.pod_ip)(name)
+        return self._resolve(name)
 
     # --- the control API (control.Controls) ----------------------------------------
 
@@ -174,9 +178,6 @@ class Realiser:
             if (worker.namespace, worker.name) == (namespace, name) and not worker.gone.is_set():
                 return worker.kill()
         return None
-
-    def hosts(self) -> dict[str, str]:
-        return dict(self.host_names)
 
     # --- API writes, answers into the cache ----------------------------------------
 
@@ -279,8 +280,11 @@ class Realiser:
                     ip=worker.ip,
                 )
                 remove_tree(worker.dir)
+        inputs = tuple(self.cache.changes(plural) for plural in FILE_INPUTS)
+        changed, self._file_inputs = inputs != self._file_inputs, inputs
         for worker in self.workers.values():
-            worker.refresh_files()
+            if changed or worker.files_stale:
+                worker.refresh_files()
 
     async def _drop_finalizer(self, plural: str, obj: Mapping[str, Any], name: str) -> None:
         meta = obj["metadata"]
@@ -346,8 +350,6 @@ class Realiser:
                 continue
             meta = sts["metadata"]
             ns = meta["namespace"]
-            template = (sts.get("spec") or {}).get("template") or {}
-            self.revisions[revision_of(sts, template)] = template
             plan = plan_statefulset(
                 sts,
                 self.cache.list("pods", ns),
@@ -355,6 +357,7 @@ class Realiser:
                 revisions=self.revisions,
                 finalizers=(FINALIZER,),
             )
+            self.revisions[plan.update_revision] = (sts.get("spec") or {}).get("template") or {}
             if not await self._adopt("statefulsets", sts, plan.adopt_pods):
                 continue
             for claim in plan.create_claims:
@@ -431,7 +434,7 @@ class Realiser:
                 deploy,
                 self.cache.list("pods", ns),
                 suffix=suffix,
-                now=now(),
+                now=now_rfc3339(),
                 finalizers=(FINALIZER,),
             )
             if not await self._adopt("deployments", deploy, plan.adopt_pods):
@@ -441,9 +444,6 @@ class Realiser:
             for pod in plan.create_pods:
                 await self._write("pods", self.client.create(pods_rt, ns, pod))
             await self._status(rt, deploy, plan.status)
-
-    def _endpoints(self, svc: Mapping[str, Any], pods: list[dict[str, Any]]) -> list[Endpoint]:
-        return endpoints.proxy_targets(svc, svc.get("_port") or {}, pods, self.pod_ip)
 
     async def _network(self) -> None:
         services = self.cache.list("services")
@@ -458,26 +458,14 @@ class Realiser:
         )
         if names != self.host_names:
             self.host_names = names
-            _atomic_json(self.dir / "hosts.json", names)
-            for worker in self.workers.values():
+            self._resolve = network.resolver(names, self._cluster_ip_service, self.pod_ip)
+            _write_json(self.dir / "hosts.json", names)
+            for worker in self.workers.values():  # a name they mention may resolve now
                 worker.refresh_files()
-        wanted: dict[PortKey, Picker] = {}
-        for svc in services:
-            spec = svc.get("spec") or {}
-            ip = spec.get("clusterIP")
-            if not ip or ip == "None" or not spec.get("selector"):
-                continue
-            for port in spec.get("ports") or []:
-                if port.get("protocol", "TCP") != "TCP":
-                    continue
-                key = (
-                    f"{svc['metadata']['namespace']}/{svc['metadata']['name']}",
-                    ip,
-                    int(port["port"]),
-                )
-                wanted[key] = self._picker(
-                    svc["metadata"]["namespace"], svc["metadata"]["name"], port
-                )
+        wanted: dict[PortKey, Picker] = {
+            (f"{ns}/{name}", ip, int(port["port"])): self._picker(ns, name, port)
+            for ns, name, ip, port in endpoints.proxied_ports(services)
+        }
         await self.proxies.sync(wanted)
         for svc in services:
             await self._write_endpoints(svc, pods)
@@ -487,7 +475,9 @@ class Realiser:
             svc = self.cache.get("services", namespace, name)
             if svc is None:
                 return []
-            return self._endpoints({**svc, "_port": port}, self.cache.list("pods", namespace))
+            return endpoints.proxy_targets(
+                svc, port, self.cache.list("pods", namespace), self.pod_ip
+            )
 
         return pick
 
@@ -500,15 +490,7 @@ class Realiser:
         current = self.cache.get("endpoints", ns, meta["name"])
         rt = self.types["endpoints"]
         if current is None:
-            body = {
-                "metadata": {
-                    "name": meta["name"],
-                    "namespace": ns,
-                    "labels": dict(meta.get("labels") or {}),
-                    "ownerReferences": [owner_reference(svc, controller=False)],
-                },
-                "subsets": subsets,
-            }
+            body = endpoints.endpoints_object(svc, subsets)
             await self._write("endpoints", self.client.create(rt, ns, body))
         elif (current.get("subsets") or []) != subsets:
             await self._write(
@@ -531,7 +513,7 @@ class Realiser:
             while set(self.types) - self.cache.synced and not stop.is_set():  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
             await self.reconcile()
-            _atomic_json(
+            _write_json(
                 self.dir / "realiser.json",
                 {
                     "pid": os.getpid(),

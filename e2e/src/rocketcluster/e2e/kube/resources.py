@@ -34,6 +34,10 @@ class ResourceType:
     schema: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
     # A CRD version's additionalPrinterColumns (what ``kubectl get`` shows).
     printer_columns: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, hash=False)
+    # A custom resource (a CRD's, or one of the Prometheus operator's that stand in
+    # for CRDs here): the API server refuses strategic merge patches of it, having no
+    # patch strategy for its fields.
+    custom: bool = False
 
     @property
     def api_version(self) -> str:
@@ -71,6 +75,7 @@ def _rt(
     status: bool = False,
     extra: tuple[str, ...] = (),
     categories: tuple[str, ...] = (),
+    custom: bool = False,
 ) -> ResourceType:
     group, _, version = api_version.rpartition("/")
     subresources = frozenset((("status",) if status else ()) + extra)
@@ -84,6 +89,7 @@ def _rt(
         short_names=short,
         categories=categories,
         subresources=subresources,
+        custom=custom,
     )
 
 
@@ -138,9 +144,21 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("batch/v1", "jobs", "Job", status=True, categories=_ALL),
     _rt("batch/v1", "cronjobs", "CronJob", short=("cj",), status=True, categories=_ALL),
     _rt("coordination.k8s.io/v1", "leases", "Lease"),
-    _rt("monitoring.coreos.com/v1", "servicemonitors", "ServiceMonitor", short=("smon",)),
-    _rt("monitoring.coreos.com/v1", "podmonitors", "PodMonitor", short=("pmon",)),
-    _rt("monitoring.coreos.com/v1", "prometheusrules", "PrometheusRule", short=("promrule",)),
+    _rt(
+        "monitoring.coreos.com/v1",
+        "servicemonitors",
+        "ServiceMonitor",
+        short=("smon",),
+        custom=True,
+    ),
+    _rt("monitoring.coreos.com/v1", "podmonitors", "PodMonitor", short=("pmon",), custom=True),
+    _rt(
+        "monitoring.coreos.com/v1",
+        "prometheusrules",
+        "PrometheusRule",
+        short=("promrule",),
+        custom=True,
+    ),
 )
 
 CRD_GROUP_RESOURCE = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -190,6 +208,7 @@ def from_crd(crd: Mapping[str, Any]) -> list[ResourceType]:
                 subresources=subresources,
                 schema=(v.get("schema") or {}).get("openAPIV3Schema"),
                 printer_columns=tuple(v.get("additionalPrinterColumns") or ()),
+                custom=True,
             )
         )
     return out
@@ -244,12 +263,6 @@ class Registry:
         """The storage (first declared) version of a group resource."""
         for rt in self._by_gvp.values():
             if (rt.group, rt.plural) == (group, plural):
-                return rt
-        return None
-
-    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
-        for rt in self._by_gvp.values():
-            if rt.api_version == api_version and rt.kind == kind:
                 return rt
         return None
 

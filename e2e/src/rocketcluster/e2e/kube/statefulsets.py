@@ -35,7 +35,7 @@ get the *current* revision's template when it is known (``revisions``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,9 @@ class StatefulSetPlan:
     # claim name → the ownerReferences it should have (retention policy changes)
     claim_owners: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)
+    # the revision of spec.template, for the caller to remember with it: pods made
+    # below a partition during a later update get the then-current revision's template
+    update_revision: str = ""
 
 
 def revision_of(sts: Mapping[str, Any], template: Mapping[str, Any]) -> str:
@@ -128,7 +131,6 @@ def plan_statefulset(
     *,
     revisions: Mapping[str, Mapping[str, Any]] | None = None,
     finalizers: tuple[str, ...] = (),
-    ready: Callable[[Mapping[str, Any]], bool] = is_ready,
 ) -> StatefulSetPlan:
     meta, spec = sts["metadata"], sts.get("spec") or {}
     name, namespace = meta["name"], meta["namespace"]
@@ -146,7 +148,7 @@ def plan_statefulset(
     current_rev = status.get("currentRevision") or update_rev
     revisions = revisions or {}
 
-    plan = StatefulSetPlan()
+    plan = StatefulSetPlan(update_revision=update_rev)
     owned: dict[int, dict[str, Any]] = {}
     for pod in pods:
         ordinal = ordinal_of(name, pod["metadata"]["name"])
@@ -160,7 +162,7 @@ def plan_statefulset(
     claim_names = {c["metadata"]["name"]: c for c in claims}
 
     def healthy(pod: Mapping[str, Any]) -> bool:
-        return ready(pod) and not is_terminating(pod)
+        return is_ready(pod) and not is_terminating(pod)
 
     def new_pod(ordinal: int) -> dict[str, Any]:
         use_rev, use_template = update_rev, template
@@ -283,7 +285,7 @@ def plan_statefulset(
             if [r.get("uid") for r in refs] != [r.get("uid") for r in want]:
                 plan.claim_owners[cname] = want
 
-    plan.status = _status(sts, owned, update_rev, current_rev, rolling=rolling, ready=ready)
+    plan.status = _status(sts, owned, update_rev, current_rev, rolling=rolling)
     return plan
 
 
@@ -294,7 +296,6 @@ def _status(
     current_rev: str,
     *,
     rolling: bool,
-    ready: Callable[[Mapping[str, Any]], bool],
 ) -> dict[str, Any]:
     """As the controller counts: ``replicas`` every created pod, ``readyReplicas``
     every Running and Ready one (a terminating pod still Ready included), current
@@ -308,7 +309,7 @@ def _status(
         return (pod["metadata"].get("labels") or {}).get(REVISION_LABEL)
 
     running_ready = sum(
-        1 for p in created if (p.get("status") or {}).get("phase") == "Running" and ready(p)
+        1 for p in created if (p.get("status") or {}).get("phase") == "Running" and is_ready(p)
     )
     live = [p for p in created if not is_terminating(p)]
     updated = sum(1 for p in live if revision(p) == update_rev)

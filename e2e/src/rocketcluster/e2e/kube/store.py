@@ -44,11 +44,11 @@ from rocketcluster.e2e.kube.resources import (
     crd_status,
     from_crd,
 )
+from rocketcluster.e2e.kube.templates import SAFE_ALPHABET
 
 Key = tuple[str, str, str, str]  # group, plural, namespace ("" if cluster-scoped), name
 Mutation = Callable[[dict[str, Any]], dict[str, Any]]
 NAMESPACES = ("", "namespaces")
-_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_NAMED = frozenset({"Namespace", "Service"})
@@ -306,7 +306,7 @@ class Store:
                         )
                     ],
                 )
-            suffix = "".join(self._rng.choice(_GENERATE_ALPHABET) for _ in range(5))
+            suffix = "".join(self._rng.choice(SAFE_ALPHABET) for _ in range(5))
             meta["name"] = meta["generateName"] + suffix
         self._check_name(rt, meta["name"])
         key = self._key(rt, namespace, meta["name"])

@@ -18,6 +18,7 @@ single regex pass, so a replacement is never rewritten again.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,21 @@ def _no_dns(name: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def _pattern(mounts: tuple[tuple[str, str], ...], any_address: bool) -> re.Pattern[str]:
+    """The one regex of a container's substitution. Cached: a pod's containers ask
+    for the same one at every start and every exec probe."""
+    parts = []
+    paths = sorted({m for m, _ in mounts if m and m != "/"}, key=len, reverse=True)
+    if paths:
+        alternatives = "|".join(re.escape(p.rstrip("/")) for p in paths)
+        parts.append(rf"(?<![A-Za-z0-9_.\-/])(?P<mount>{alternatives})(?=/|$|[^A-Za-z0-9_.\-])")
+    parts.append(_DNS)
+    if any_address:
+        parts.append(_ANY)
+    return re.compile("|".join(parts), re.MULTILINE)
+
+
 @dataclass(frozen=True)
 class Substitution:
     """What one container's text is rewritten with."""
@@ -44,17 +60,6 @@ class Substitution:
     mounts: tuple[tuple[str, str], ...] = ()  # (mountPath, host path)
     pod_ip: str | None = None
     resolve: Callable[[str], str | None] = field(default=_no_dns, compare=False)
-
-    def _pattern(self) -> re.Pattern[str]:
-        parts = []
-        paths = sorted({m for m, _ in self.mounts if m and m != "/"}, key=len, reverse=True)
-        if paths:
-            alternatives = "|".join(re.escape(p.rstrip("/")) for p in paths)
-            parts.append(rf"(?<![A-Za-z0-9_.\-/])(?P<mount>{alternatives})(?=/|$|[^A-Za-z0-9_.\-])")
-        parts.append(_DNS)
-        if self.pod_ip:
-            parts.append(_ANY)
-        return re.compile("|".join(parts), re.MULTILINE)
 
     def apply(self, text: str) -> str:
         hosts = {m.rstrip("/"): h for m, h in self.mounts}
@@ -67,7 +72,7 @@ class Substitution:
                 return self.resolve(groups["dns"]) or groups["dns"]
             return self.pod_ip or match[0]
 
-        return self._pattern().sub(replace, text)
+        return _pattern(self.mounts, bool(self.pod_ip)).sub(replace, text)
 
     def apply_bytes(self, data: bytes) -> bytes:
         """File contents: text is rewritten, anything that is not UTF-8 is left alone."""

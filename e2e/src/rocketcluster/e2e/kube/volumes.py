@@ -3,9 +3,10 @@
 - ``configMap`` / ``secret`` (decoded) / ``downwardAPI`` / ``projected`` (configMap,
   secret, downwardAPI, serviceAccountToken sources): files computed by
   :func:`volume_files` (pure), written by :func:`write_files` — each file atomically,
-  stale keys removed — and rewritten whenever their content changes, like kubelet's
-  sync without its delay. ConfigMap and Secret file contents go through the pod's
-  :class:`Substitution` (paths, DNS names, ``0.0.0.0``);
+  stale keys removed — and rewritten whenever their content changes (the realiser
+  asks again when a ConfigMap, Secret, claim, DNS name or the pod's labels changed),
+  like kubelet's sync without its delay. ConfigMap and Secret file contents go
+  through the pod's :class:`Substitution` (paths, DNS names, ``0.0.0.0``);
 - ``persistentVolumeClaim``: ``DIR/volumes/<ns>/<claim>``, which outlives the pod
   and is removed only with the claim object;
 - ``emptyDir``: a directory of this pod instance, gone with it;
@@ -17,13 +18,13 @@
 from __future__ import annotations
 
 import base64
-import os
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rocketcluster.e2e.kube.podenv import ConfigError, configmap_data, field_value
+from rocketcluster.e2e.kube.atomic import write_atomic
+from rocketcluster.e2e.kube.podenv import ConfigError, field_value
 
 TOKEN = "rocketcluster-emulator-token"  # the emulator does not authenticate
 
@@ -44,8 +45,8 @@ def _keyed(
         raise ConfigError(f'{kind} "{name}" not found')
     if kind == "Secret":
         data = {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
-    else:
-        data = {k: str(v).encode() for k, v in configmap_data(obj).items()}
+    else:  # text keys as written; binaryData decoded once, to the bytes it holds
+        data = {k: str(v).encode() for k, v in (obj.get("data") or {}).items()}
         data.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
     items = source.get("items")
     if not items:
@@ -60,11 +61,13 @@ def _keyed(
     return out
 
 
-def _downward(items: list[Mapping[str, Any]], pod: Mapping[str, Any], pod_ip: str) -> Files:
+def _downward(
+    items: list[Mapping[str, Any]], pod: Mapping[str, Any], pod_ip: str, node: str
+) -> Files:
     out: Files = {}
     for item in items:
         if "fieldRef" in item:
-            value = field_value(pod, item["fieldRef"]["fieldPath"], pod_ip, "realiser")
+            value = field_value(pod, item["fieldRef"]["fieldPath"], pod_ip, node)
         else:
             value = "0"
         out[item["path"]] = (value.encode(), False)
@@ -78,14 +81,16 @@ def volume_files(
     configmaps: Mapping[str, Mapping[str, Any]],
     secrets: Mapping[str, Mapping[str, Any]],
     pod_ip: str,
+    node: str,
 ) -> Files | None:
-    """The files of a content volume; None for directory volumes."""
+    """The files of a content volume; None for directory volumes. ``node`` is what
+    ``spec.nodeName`` reads as while the pod has none."""
     if "configMap" in volume:
         return _keyed("ConfigMap", volume["configMap"], configmaps, "name")
     if "secret" in volume:
         return _keyed("Secret", volume["secret"], secrets, "secretName")
     if "downwardAPI" in volume:
-        return _downward(volume["downwardAPI"].get("items") or [], pod, pod_ip)
+        return _downward(volume["downwardAPI"].get("items") or [], pod, pod_ip, node)
     if "projected" in volume:
         out: Files = {}
         for source in volume["projected"].get("sources") or []:
@@ -94,7 +99,8 @@ def volume_files(
             elif "secret" in source:
                 out.update(_keyed("Secret", source["secret"], secrets, "name"))
             elif "downwardAPI" in source:
-                out.update(_downward(source["downwardAPI"].get("items") or [], pod, pod_ip))
+                items = source["downwardAPI"].get("items") or []
+                out.update(_downward(items, pod, pod_ip, node))
             elif "serviceAccountToken" in source:
                 out[source["serviceAccountToken"].get("path", "token")] = (TOKEN.encode(), False)
         return out
@@ -122,28 +128,22 @@ def serviceaccount_files(namespace: str) -> Files:
     }
 
 
-def write_files(directory: Path, files: Files, transform: Callable[[bytes], bytes]) -> bool:
-    """Make ``directory`` hold exactly ``files`` (content transformed where marked);
-    True if anything changed. Each file is replaced atomically."""
+def write_files(directory: Path, files: Mapping[str, bytes]) -> None:
+    """Make ``directory`` hold exactly ``files`` (relative path → final content):
+    a file whose content differs is replaced atomically, one no longer wanted goes.
+    Files already right are not touched (a process may be reading them)."""
     directory.mkdir(parents=True, exist_ok=True)
-    changed = False
     wanted = set()
-    for rel, (content, substitute) in files.items():
+    for rel, data in files.items():
         path = directory / rel
         wanted.add(path)
-        data = transform(content) if substitute else content
         if path.is_file() and path.read_bytes() == data:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-        changed = True
+        write_atomic(path, data)
     for path in list(directory.rglob("*")):
         if path.is_file() and path not in wanted and not path.name.startswith("."):
             path.unlink()
-            changed = True
-    return changed
 
 
 def remove_tree(path: Path) -> None:
