@@ -188,8 +188,11 @@ def _pod_hashes(cluster: RocketCluster) -> dict[str, str]:
 
 def test_pod_hash_follows_what_needs_a_restart_and_only_that() -> None:
     base = _pod_hashes(_cluster())
-    image = _pod_hashes(_cluster(spec__image="ghcr.io/rocketcluster/rocketcluster:0.2.0"))
+    image = _pod_hashes(_cluster(spec__image="ghcr.io/rocketcluster/rocketcluster-broker:0.2.0"))
     assert all(image[name] != h for name, h in base.items()), "an image change rolls everything"
+    pinned = _pod_hashes(_cluster(spec__controller__image="registry.example/ctl:1"))
+    assert all(pinned[n] != h for n, h in base.items() if "controller" in n)
+    assert all(pinned[n] == h for n, h in base.items() if "broker" in n)
     flush = _pod_hashes(_cluster(spec__brokers__flush="sync"))
     assert all(flush[n] != h for n, h in base.items() if "broker" in n)
     assert all(flush[n] == h for n, h in base.items() if "controller" in n)
@@ -224,3 +227,12 @@ def test_claims_follow_the_retention_policy() -> None:
     for obj in render_cluster(deleting):
         if obj["kind"] != "PersistentVolumeClaim":
             assert obj["metadata"]["ownerReferences"][0]["kind"] == "RocketCluster"
+
+
+def test_controllers_run_the_controller_twin_of_the_broker_image() -> None:
+    objects = render_cluster(_cluster(spec__image="registry.example/rc/rocketcluster-broker:0.3.1"))
+    workloads = [o for o in objects if o["kind"] in ("StatefulSet", "Deployment")]
+    for o in workloads:
+        image = o["spec"]["template"]["spec"]["containers"][0]["image"]
+        twin = "controller" if o["kind"] == "Deployment" else "broker"
+        assert image == f"registry.example/rc/rocketcluster-{twin}:0.3.1", o["metadata"]["name"]

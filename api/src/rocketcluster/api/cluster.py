@@ -68,6 +68,14 @@ class ControllerSpec(_Model):
     replicas: Literal[0, 1, 3, 5] = Field(
         default=3, description="controller members; 0 runs brokers standalone (no controller)"
     )
+    image: str = Field(
+        default="",
+        description=(
+            "the controller members' image; empty: derived from spec.image, whose "
+            "rocketcluster-broker image is released with a rocketcluster-controller image "
+            "of the same tag (any other image is used as it is)"
+        ),
+    )
     storage: StorageSpec = Field(default_factory=lambda: StorageSpec(size="1Gi"))
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
 
@@ -189,7 +197,24 @@ class ImagePullPolicy(StrEnum):
     NEVER = "Never"
 
 
-DEFAULT_IMAGE = "ghcr.io/rocketcluster/rocketcluster:0.1.0"
+DEFAULT_IMAGE = "ghcr.io/rocketcluster/rocketcluster-broker:0.1.0"
+BROKER_IMAGE_NAME = "rocketcluster-broker"
+CONTROLLER_IMAGE_NAME = "rocketcluster-controller"
+
+
+def controller_image_for(broker_image: str) -> str:
+    """The controller image released with ``broker_image``: the same registry, path and
+    tag with the repository's last part renamed. Brokers and
+    controllers ship as two images from one build, so changing ``spec.image`` to a new
+    release rolls both; an image not named like ours is taken to carry both programs."""
+    if "@" in broker_image:
+        return broker_image  # a digest names one image: it cannot be renamed
+    head, slash, last = broker_image.rpartition("/")
+    repo, colon, tag = last.partition(":")
+    if repo != BROKER_IMAGE_NAME:
+        return broker_image
+    return f"{head}{slash}{CONTROLLER_IMAGE_NAME}{colon}{tag}"
+
 
 _CLUSTER_RULES: JsonValue = [
     {
@@ -205,7 +230,10 @@ class RocketClusterSpec(_Model):
     image: str = Field(
         default=DEFAULT_IMAGE,
         min_length=1,
-        description="the image of controllers and brokers; changing it rolls the cluster",
+        description=(
+            "the brokers' image (and, unless controller.image is set, the controllers' "
+            "through its rocketcluster-controller twin); changing it rolls the cluster"
+        ),
     )
     image_pull_policy: ImagePullPolicy = ImagePullPolicy.IF_NOT_PRESENT
     controller: ControllerSpec = Field(default_factory=ControllerSpec)
@@ -238,6 +266,11 @@ class RocketClusterSpec(_Model):
             if dupes:
                 raise ValueError(f"{kind} names declared twice: {', '.join(dupes)}")
         return self
+
+    def controller_image(self) -> str:
+        """The image controller members run: ``controller.image``, or the controller
+        twin of ``image`` (:func:`controller_image_for`)."""
+        return self.controller.image or controller_image_for(self.image)
 
 
 class ObjectMeta(_Model):

@@ -155,6 +155,7 @@ def statefulset(cluster: RocketCluster, group: str) -> K8sObject:
             ["rocketcluster-broker", "--config", f"{kube.CONFIG_DIR}/$({kube.ENV_POD_NAME}).json"],
             PORTS,
             brokers.resources,
+            cluster.spec.image,
         ),
         service_account=service_account_name(cluster),
         automount_token=cluster.spec.controller.replicas > 0,

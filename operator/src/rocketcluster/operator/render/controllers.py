@@ -133,6 +133,7 @@ def deployment(cluster: RocketCluster, index: int) -> K8sObject:
             ["rocketcluster-controller", "--config", config_path],
             PORTS,
             cluster.spec.controller.resources,
+            cluster.spec.controller_image(),
         ),
         service_account=service_account_name(cluster),
         automount_token=False,

@@ -83,10 +83,11 @@ def container(
     args: list[str],
     ports: dict[str, int],
     spec_resources: ResourcesSpec,
+    image: str,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": name,
-        "image": cluster.spec.image,
+        "image": image,
         "imagePullPolicy": cluster.spec.image_pull_policy.value,
         "command": args[:1],
         "args": args[1:],
