@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -226,73 +228,128 @@ _register_client_benches()
 
 @main.group()
 def demo() -> None:
-    """Demonstrations on the local machine."""
+    """Demonstrations on the local machine: each tells what happens as it happens
+    (--json: only the report, as JSON); the exit code is 1 when something was lost."""
 
 
-def _report(report: dict[str, object], lines: list[str], as_json: bool) -> None:
-    click.echo(json.dumps(report, indent=2) if as_json else "\n".join(lines))
+_JSON = click.option(
+    "--json", "as_json", is_flag=True, help="print only the report, as JSON (no story)"
+)
 
 
-_JSON = click.option("--json", "as_json", is_flag=True, help="the whole report as JSON")
+def _say(as_json: bool) -> Callable[[str], None]:
+    return _quiet if as_json else click.echo
+
+
+def _quiet(_: str) -> None:
+    """Nothing: with --json stdout carries the report alone."""
+
+
+def _finish(report: dict[str, Any], ok: str, as_json: bool) -> None:
+    from rocketcluster.ctl.demo_text import verdict_line
+
+    problems = list(report.get("problems", []))
+    click.echo(json.dumps(report, indent=2) if as_json else verdict_line(problems, ok))
+    if problems:
+        raise SystemExit(1)
+
+
+def _failed(exc: Exception, logs: Path | None) -> click.ClickException:
+    """A demo that could not finish: what went wrong and where to look, not a traceback
+    (a bug in the demo itself still shows one)."""
+    where = ""
+    if logs is not None and not isinstance(exc, ValueError) and logs.is_dir():
+        where = f" The processes' logs are in {logs}."
+    return click.ClickException(f"the demo could not finish: {str(exc).rstrip('.')}.{where}")
+
+
+# LocalRuntimeError, TimeoutError (waiting for a master), ManifestError, DemoError...
+_EXPECTED = (RuntimeError, TimeoutError, ValueError, OSError)
 
 
 @demo.command("store")
-@click.option("--dir", "root", type=click.Path(path_type=Path), default=Path(".demo/store"))
+@click.option(
+    "--dir",
+    "root",
+    type=click.Path(path_type=Path),
+    default=Path(".demo/store"),
+    show_default=True,
+    help="the store's directory (emptied first)",
+)
 @_JSON
 def demo_store(root: Path, as_json: bool) -> None:
     """Write with sync flush from a process, kill -9 it, recover, and audit."""
     from rocketcluster.ctl.demo_store import run_store_demo
-    from rocketcluster.ctl.demo_text import store_lines
 
-    report = run_store_demo(root)
-    _report(report, store_lines(report), as_json)
-    if report["lost"]:
-        raise SystemExit(1)
+    try:
+        report = run_store_demo(root, say=_say(as_json))
+    except _EXPECTED as exc:
+        raise _failed(exc, None) from exc
+    _finish(report, "no acknowledged record lost", as_json)
+
+
+def _manifest(default: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    return click.option(
+        "-f",
+        "--file",
+        "manifest",
+        type=click.Path(path_type=Path, exists=True, dir_okay=False),
+        default=Path(default),
+        show_default=True,
+        help="a RocketCluster manifest (relative to where you run rocketctl)",
+    )
 
 
 @demo.command("standalone")
+@_manifest("examples/standalone.yaml")
 @click.option(
-    "-f",
-    "--file",
-    "manifest",
+    "--dir",
+    "directory",
     type=click.Path(path_type=Path),
-    default=Path("examples/standalone.yaml"),
+    default=Path(".demo/standalone"),
+    show_default=True,
+    help="the processes' config, logs and data (data removed after a run that passed)",
 )
-@click.option(
-    "--dir", "directory", type=click.Path(path_type=Path), default=Path(".demo/standalone")
-)
-@click.option("--count", type=int, default=200, show_default=True)
+@click.option("--count", type=click.IntRange(min=1), default=200, show_default=True)
 @_JSON
 def demo_standalone(manifest: Path, directory: Path, count: int, as_json: bool) -> None:
     """Start a standalone broker, produce and consume with the official client, stop."""
     from rocketcluster.ctl.demo_standalone import run_standalone_demo
-    from rocketcluster.ctl.demo_text import standalone_lines
 
-    report = run_standalone_demo(manifest, directory, count)
-    _report(report, standalone_lines(report), as_json)
-    if report["missing"]:
-        raise SystemExit(1)
+    try:
+        report = run_standalone_demo(manifest, directory, count, say=_say(as_json))
+    except _EXPECTED as exc:
+        raise _failed(exc, directory / "logs") from exc
+    _finish(report, "every produced message was consumed", as_json)
 
 
 @demo.command("cluster")
+@_manifest("examples/cluster.yaml")
 @click.option(
-    "-f",
-    "--file",
-    "manifest",
+    "--dir",
+    "directory",
     type=click.Path(path_type=Path),
-    default=Path("examples/cluster.yaml"),
+    default=Path(".demo/cluster"),
+    show_default=True,
+    help="the processes' config, logs and data (emptied first; data removed after a pass)",
 )
-@click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path(".demo/cluster"))
+@click.option(
+    "--seconds",
+    type=click.FloatRange(min=0.5),
+    default=3.0,
+    show_default=True,
+    help="of producing before the kill, and again after it",
+)
 @_JSON
-def demo_cluster(manifest: Path, directory: Path, as_json: bool) -> None:
+def demo_cluster(manifest: Path, directory: Path, seconds: float, as_json: bool) -> None:
     """Start a replicated cluster, kill a master under load, audit, stop."""
     from rocketcluster.ctl.demo_cluster import run_cluster_demo
-    from rocketcluster.ctl.demo_text import cluster_lines
 
-    report = run_cluster_demo(manifest, directory)
-    _report(report, cluster_lines(report), as_json)
-    if report["lost"]:
-        raise SystemExit(1)
+    try:
+        report = run_cluster_demo(manifest, directory, seconds, say=_say(as_json))
+    except _EXPECTED as exc:
+        raise _failed(exc, directory / "logs") from exc
+    _finish(report, "nothing lost: every acknowledged message was read back", as_json)
 
 
 def _register() -> None:

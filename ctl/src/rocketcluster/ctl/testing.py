@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from rocketcluster.api.client.admin import AdminClient
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.broker.store import FlushMode, StoreConfig
+from rocketcluster.ctl.client_errors import CLIENT_LOGGER
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
 T = TypeVar("T")
@@ -135,8 +136,7 @@ class _OfficialClientCallbackNoise(logging.Filter):
 def quiet_official_client() -> None:
     """The official client logs every retry at INFO; tests, benchmarks and the demo
     only want warnings, and not its callbacks' tracebacks."""
-    for name in ("rocketmq", "rocketmq.v5"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger(CLIENT_LOGGER).setLevel(logging.WARNING)
     futures = logging.getLogger("concurrent.futures")
     if not any(isinstance(f, _OfficialClientCallbackNoise) for f in futures.filters):
         futures.addFilter(_OfficialClientCallbackNoise())

@@ -24,6 +24,7 @@ from rocketmq.v5.producer import Producer
 from rocketcluster.api.broker_config import split_registered
 from rocketcluster.api.client.lean import LeanClient
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.ctl.client_errors import error_kind
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.testing import quiet_official_client, wait_for
 
@@ -200,7 +201,7 @@ class Workload:
                     self.sends.append((now, now - started))
                 except Exception as exc:
                     self.failures.append(time.time())
-                    text = str(exc).splitlines()[0][:120]
+                    text = error_kind(exc)
                     self.errors[text] = self.errors.get(text, 0) + 1
         finally:
             producer.shutdown()
