@@ -105,7 +105,7 @@ class BrokerServer:
             self.labeler.start()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = await MessageStore.open(store_config(cfg))
-        metrics = BrokerMetrics(cfg.cluster, cfg.node_id)
+        metrics = BrokerMetrics(cfg.cluster, cfg.node_id, group=cfg.group)
         self.runtime = MessagingRuntime(cfg, self.store, metrics)
         if cfg.controllers:
             # Few attempts: a poll that fails is simply tried again next time.

@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Body, FastAPI, HTTPException, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
@@ -57,11 +57,31 @@ class _Metrics(Collector):
             family.add_metric(values, value)
             return family
 
+        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+            family = CounterMetricFamily(name, doc, labels=labels)
+            family.add_metric(values, value)
+            return family
+
         yield gauge("rocketmq_controller_raft_term", "Current Raft term", st["term"])
         yield gauge(
             "rocketmq_controller_is_leader",
             "1 on the Raft leader",
             1.0 if core.node.is_leader else 0.0,
+        )
+        yield gauge(
+            "rocketmq_controller_has_leader",
+            "1 while this member knows a Raft leader (itself or another), else 0",
+            0.0 if st["leader"] is None else 1.0,
+        )
+        yield counter(
+            "rocketmq_controller_raft_leader_changes_total",
+            "Times the Raft leader this member knows changed (to another member or to none)",
+            st["leaderChanges"],
+        )
+        yield counter(
+            "rocketmq_controller_raft_elections_total",
+            "Raft elections this member started as a candidate (pre-votes not counted)",
+            st["electionsStarted"],
         )
         yield gauge("rocketmq_controller_commit_index", "Raft commit index", st["commit"])
         yield gauge("rocketmq_controller_applied_index", "Applied index", st["applied"])

@@ -285,7 +285,7 @@ class HAMaster:
                 clog = self.store.commitlog
                 if position < clog.committed_offset:
                     chunk = self._chunk(position)
-                    data = clog.read(position, chunk)
+                    data = clog.read(position, chunk, count_cache=True)
                     epoch = self._epoch_of(position)
                     yield hpb.MasterMessage(
                         data=hpb.Data(

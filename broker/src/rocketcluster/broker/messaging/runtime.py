@@ -33,7 +33,7 @@ from rocketcluster.broker.messaging.routes import RouteTable
 from rocketcluster.broker.messaging.send import SendOutcome, SendService
 from rocketcluster.broker.messaging.timers import TimerService
 from rocketcluster.broker.messaging.transactions import TransactionService
-from rocketcluster.broker.metrics import BrokerMetrics
+from rocketcluster.broker.metrics import BrokerMetrics, register_store_metrics
 from rocketcluster.broker.store import MessageStore, StoredMessage
 
 if TYPE_CHECKING:
@@ -145,6 +145,11 @@ class MessagingRuntime:
             "rocketmq_ha_master_epoch",
             "Master epoch of the group as this broker knows it",
             lambda: [({}, float(role.view["masterEpoch"] if role.view else 0))],
+        )
+        m.gauge(
+            "rocketmq_ha_min_in_sync_replicas",
+            "The group's configured minInSyncReplicas (writes are refused below it)",
+            lambda: [({}, float(self.config.replication.min_in_sync_replicas))],
         )
         m.gauge(
             "rocketmq_ha_confirm_offset",
@@ -347,7 +352,7 @@ class MessagingRuntime:
             "Messages delivered, not yet acked",
             self._inflight,
         )
-        m.gauge("rocketmq_storage_size", "Bytes of commit log on disk", self._storage)
+        register_store_metrics(m, self.store)
         m.gauge(
             "rocketmq_topic_number", "Topics", lambda: [({}, float(len(self.registry.topics())))]
         )
@@ -388,7 +393,9 @@ class MessagingRuntime:
                 cq = self.store.queues.get(topic, qid)
                 entry = None if cq is None else cq.get(state.committed)
                 if entry is not None and entry.physical_offset >= self.store.commitlog.min_offset:
-                    msg = self.store.read_message(entry.physical_offset, entry.size)
+                    msg = self.store.read_message(
+                        entry.physical_offset, entry.size, count_cache=False
+                    )
                     oldest = max(oldest, now - msg.store_timestamp / 1000)
             out.append(({"topic": topic, "consumer_group": group}, oldest))
         return out
@@ -401,6 +408,3 @@ class MessagingRuntime:
             )
             for (group, topic), states in self._per_group_topic().items()
         ]
-
-    def _storage(self) -> list[tuple[dict[str, str], float]]:
-        return [({}, float(self.store.commitlog.size_bytes()))]

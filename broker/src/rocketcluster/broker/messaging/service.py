@@ -84,6 +84,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             result = handler(client_id)
             if type(result) is CoroutineType:  # an async handler (cheaper than iscoroutine)
                 result = await result
+            # A refused write (HA_NOT_AVAILABLE, SLAVE_PERSISTENCE_TIMEOUT …) is an answer,
+            # not an exception: the metric counts the code the client reads.
+            code = result.status.code
             return result  # type: ignore[no-any-return]
         except MessagingError as exc:
             code = exc.code

@@ -30,6 +30,7 @@ from rocketcluster.broker.store.files import (
     offset_name,
     zero_from,
 )
+from rocketcluster.broker.store.page_cache import PageCacheReads
 from rocketcluster.broker.store.record import MessageToStore
 
 IOV_MAX = 1024
@@ -108,6 +109,8 @@ class CommitLog:
         # Next queue offset per (topic, queue id); rebuilt from consume queues on start.
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self._topic_bytes: dict[str, bytes] = {}
+        # Reads made with ``count_cache``: how many the page cache served.
+        self.page_cache = PageCacheReads()
 
     # -- opening -----------------------------------------------------------------
 
@@ -318,14 +321,20 @@ class CommitLog:
             raise OffsetRemovedError(offset, self.min_offset)
         return self._segments[i]
 
-    def read(self, offset: int, size: int) -> bytes:
-        """Raw bytes of [offset, offset+size); never past the written end."""
+    def read(self, offset: int, size: int, *, count_cache: bool = False) -> bytes:
+        """Raw bytes of [offset, offset+size); never past the written end.
+
+        ``count_cache``: count whether the page cache held them (for reads that serve
+        clients; see page_cache.py), at no extra syscall on a hit.
+        """
         if offset < self.min_offset:
             raise OffsetRemovedError(offset, self.min_offset)
         if size < 0 or offset + size > self.committed_offset:
             raise ReadPastEndError(offset, size, self.committed_offset)
         seg = self._segment_for(offset)
-        if offset + size <= seg.end:  # the common case: one segment, one pread, no copy
+        if offset + size <= seg.end:  # the common case: one segment, one read
+            if count_cache:
+                return self.page_cache.read(seg.fd, size, offset - seg.base)
             return seg.pread(offset, size)
         out = bytearray()
         pos = offset
@@ -336,12 +345,27 @@ class CommitLog:
             pos += n
         return bytes(out)
 
-    def read_message(self, offset: int, size: int) -> record.StoredMessage:
-        data = self.read(offset, size)
+    def read_message(
+        self, offset: int, size: int, *, count_cache: bool = False
+    ) -> record.StoredMessage:
+        data = self.read(offset, size, count_cache=count_cache)
         check = record.check_record(data, 0, offset, self._space_left(offset))
         if check.kind != record.RecordKind.MESSAGE:
             raise CorruptRecordError(offset, check.reason or "not a message record")
         return record.decode(data)
+
+    def first_store_timestamp(self) -> int | None:
+        """Store timestamp (ms) of the oldest record still in the log; None while the
+        log holds none. One small read; safe against a concurrent retention (a head
+        segment gone or reopened reads as None, never as another record's time)."""
+        start = self.min_offset
+        if self.committed_offset - start < record.HEADER_SIZE:
+            return None
+        try:
+            head = self.read(start, record.HEADER_SIZE)
+        except (OSError, StoreError):
+            return None
+        return record.header_store_timestamp(head, start)
 
     def _space_left(self, offset: int) -> int:
         return self.segment_size - offset % self.segment_size

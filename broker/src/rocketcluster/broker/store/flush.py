@@ -16,6 +16,7 @@ import asyncio
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from rocketcluster.broker.store.commitlog import CommitLog
@@ -64,6 +65,13 @@ class FlushCommitLogService:
         self.failure: BaseException | None = None
         self.flushed_offset = commitlog.flushed_offset
         self.fsync_count = 0
+        # Called on the flush thread with the seconds each flush (its fdatasync) took.
+        self._timing_listeners: list[Callable[[float], None]] = []
+
+    def add_timing_listener(self, listener: Callable[[float], None]) -> None:
+        """``listener(seconds)`` after every flush that synced something: once per
+        group commit, never per message. It runs on the flush thread; keep it cheap."""
+        self._timing_listeners.append(listener)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="flush-commitlog", daemon=True)
@@ -77,7 +85,7 @@ class FlushCommitLogService:
             self._thread.join()
             self._thread = None
         if self.failure is None:
-            self._commitlog.flush_to(self._commitlog.commit())
+            self._sync(self._commitlog.commit())
             self._flushed(self._commitlog.flushed_offset)
         self._fail_waiters(self.failure or FlushFailedError("the store was closed"))
 
@@ -152,14 +160,29 @@ class FlushCommitLogService:
                 target = commitlog.commit()
                 if target <= commitlog.flushed_offset:
                     continue
-                commitlog.flush_to(target)
+                self._sync(target)
             except OSError as exc:
                 log.critical("fdatasync of the commit log failed: %s; the store stops writes", exc)
                 self.failure = exc
                 self._loop.call_soon_threadsafe(self._failed, exc)
                 return
-            self.fsync_count += 1
             try:
                 self._loop.call_soon_threadsafe(self._flushed, target)
             except RuntimeError:
                 return  # the loop is closed: the store is going away
+
+    def _sync(self, target: int) -> None:
+        """fdatasync up to ``target`` and report how long it took (if it synced)."""
+        commitlog = self._commitlog
+        before = commitlog.flushed_offset
+        started = time.perf_counter()
+        commitlog.flush_to(target)
+        if commitlog.flushed_offset <= before:
+            return
+        seconds = time.perf_counter() - started
+        self.fsync_count += 1
+        for listener in self._timing_listeners:
+            try:
+                listener(seconds)
+            except Exception:
+                log.exception("flush timing listener failed")

@@ -61,6 +61,7 @@ class Housekeeping:
         self._last_retention = time.monotonic()
         self.last_retention: RetentionDecision | None = None
         self.deleted_segments = 0
+        self.deleted_bytes = 0  # commit-log bytes retention removed since the start
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="store-housekeeping")
@@ -137,6 +138,7 @@ class Housekeeping:
         if decision.delete_count:
             removed = clog.delete_head_segments(decision.delete_count)
             self.deleted_segments += len(removed)
+            self.deleted_bytes += sum(seg.size for seg in removed)
             new_min = clog.min_offset
             for cq in store.queues:
                 cq.delete_before_physical(new_min)

@@ -11,7 +11,6 @@ mode, or the replication confirm offset once replication sets it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import logging
 import os
@@ -138,6 +137,7 @@ class MessageStore:
             timeout_ms=cfg.sync_flush_timeout_ms,
         )
         self._flush.start()
+        self.commitlog.page_cache.probe(self._lock_fd)  # same volume as the log
         self.index.start(self.commitlog.write_offset)
         self._housekeeping = Housekeeping(self)
         self.refresh_disk_usage()
@@ -431,7 +431,9 @@ class MessageStore:
                     continue
                 if tags_filter is not None and not tags_filter(entry.tags_code):
                     continue
-                msg = self.commitlog.read_message(entry.physical_offset, entry.size)
+                msg = self.commitlog.read_message(
+                    entry.physical_offset, entry.size, count_cache=True
+                )
                 if message_filter is not None and not message_filter(msg):
                     continue
                 messages.append(msg)
@@ -440,8 +442,12 @@ class MessageStore:
         status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, messages, next_offset, lo, hi)
 
-    def read_message(self, physical_offset: int, size: int) -> StoredMessage:
-        return self.commitlog.read_message(physical_offset, size)
+    def read_message(
+        self, physical_offset: int, size: int, *, count_cache: bool = True
+    ) -> StoredMessage:
+        """One message; ``count_cache`` counts whether the page cache held it (off for
+        reads that serve no client, such as a metrics scrape)."""
+        return self.commitlog.read_message(physical_offset, size, count_cache=count_cache)
 
     def lookup_by_id(self, msg_id: str) -> list[StoredMessage]:
         """Messages with this message id (normally one), newest first."""
@@ -487,12 +493,31 @@ class MessageStore:
     def refresh_disk_usage(self) -> None:
         """Re-read the volume's fill level (what retention and the disk-full refusal
         judge by)."""
-        with contextlib.suppress(OSError):
-            st = os.statvfs(self.config.root_dir)
-            total = st.f_blocks * st.f_frsize
-            avail = st.f_bavail * st.f_frsize
+        space = self.disk_space()
+        if space is not None:
+            avail, total = space
             self.disk_total_bytes = total
             self.disk_used_ratio = 1 - avail / total if total else 0.0
+
+    def disk_space(self) -> tuple[int, int] | None:
+        """(available, total) bytes of the store's volume now; available as an
+        unprivileged writer sees it (``f_bavail``), which is what the store can still
+        use. None if the volume cannot be asked."""
+        try:
+            st = os.statvfs(self.config.root_dir)
+        except OSError:
+            return None
+        return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+    @property
+    def retention_deleted_bytes(self) -> int:
+        """Commit-log bytes retention removed since the store opened."""
+        return self._housekeeping.deleted_bytes
+
+    def add_flush_timing_listener(self, listener: Callable[[float], None]) -> None:
+        """``listener(seconds)`` after every commit-log flush (one fdatasync per group
+        commit), on the flush thread."""
+        self._flush.add_timing_listener(listener)
 
     def _flush_logics(self) -> int:
         """Flush consume queues and the index; returns the offset they cover."""

@@ -354,6 +354,18 @@ def summarize(view: memoryview | bytes, pos: int = 0) -> DispatchRequest:
     )
 
 
+def header_store_timestamp(head: bytes, physical_offset: int) -> int | None:
+    """The store timestamp in a message record's header read at ``physical_offset``;
+    None when ``head`` is not one (a blank, zeros, or bytes of some other place)."""
+    if len(head) < HEADER_SIZE:
+        return None
+    fields = HEADER.unpack_from(head, 0)
+    if fields[1] != MESSAGE_MAGIC or fields[7] != physical_offset:
+        return None
+    stored: int = fields[9]
+    return stored
+
+
 def decode(view: memoryview | bytes, pos: int = 0) -> StoredMessage:
     """Decode a record already known to be valid (see ``check_record``)."""
     (

@@ -79,6 +79,9 @@ class Raft:
         self.heartbeat_elapsed = 0
         self.randomized_election_timeout = config.election_tick
         self._rng = rng
+        # Elections this member started as a candidate (term bumped; pre-votes are
+        # polls, not elections, and are not counted). Volatile: for metrics only.
+        self.elections_started = 0
         self._step: Callable[[Message], None] = self._step_follower
         self._tick: Callable[[], None] = self._tick_election
 
@@ -155,6 +158,7 @@ class Raft:
         self._tick = self._tick_election
         self.vote = self.id
         self.state = StateType.CANDIDATE
+        self.elections_started += 1
 
     def become_leader(self) -> None:
         if self.state is StateType.FOLLOWER:

@@ -86,7 +86,10 @@ class RaftNode:
         self._tick_task: asyncio.Task[None] | None = None
         self.on_soft_state: list[Callable[[SoftState], None]] = []
         self.on_applied: list[Callable[[int], None]] = []
+        # Times the leader this member knows changed, to another member or to none
+        # (a role change under the same leader is not one).
         self.leader_changes = 0
+        self._known_leader: int | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -197,7 +200,9 @@ class RaftNode:
             for applied_callback in self.on_applied:
                 applied_callback(self.applied)
         if rd.soft_state is not None:
-            self.leader_changes += 1
+            if rd.soft_state.leader_id != self._known_leader:
+                self._known_leader = rd.soft_state.leader_id
+                self.leader_changes += 1
             # Proposals of a deposed leader stay pending: a new leader may still commit
             # them, or replace them; either way they resolve when their index applies.
             for callback in self.on_soft_state:
@@ -237,6 +242,7 @@ class RaftNode:
             "snapshotIndex": self.storage.snapshot().metadata.index,
             "walBytes": self.storage.wal_bytes(),
             "leaderChanges": self.leader_changes,
+            "electionsStarted": st.elections_started,
         }
 
 

@@ -98,6 +98,7 @@ class Status:
     state: StateType
     lead_transferee: int | None
     progress: Mapping[int, PeerProgress] = field(default_factory=dict)
+    elections_started: int = 0
 
 
 class RawNode:
@@ -283,4 +284,5 @@ class RawNode:
             state=r.state,
             lead_transferee=r.lead_transferee if r.lead_transferee != NO_NODE else None,
             progress=progress,
+            elections_started=r.elections_started,
         )

@@ -1,0 +1,138 @@
+"""Page-cache hit/miss counting on real files: pages are dropped from the cache with
+``posix_fadvise(DONTNEED)`` (clean pages go at once), then read back."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rocketcluster.broker.store import MessageStore
+from rocketcluster.broker.store.page_cache import SMALL_READ, PageCacheReads
+
+from .conftest import message, small_config
+
+PAGE = 4096
+
+
+@pytest.fixture
+def cold_file(tmp_path: Path) -> Iterator[tuple[int, bytes]]:
+    """An fd on 64 KiB of known bytes, synced and dropped from the page cache."""
+    data = os.urandom(16 * PAGE)
+    fd = os.open(tmp_path / "data", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        yield fd, data
+    finally:
+        os.close(fd)
+
+
+def measuring(fd: int) -> PageCacheReads:
+    reads = PageCacheReads()
+    reads.probe(fd)
+    if not reads.supported:
+        pytest.skip("the test directory's filesystem has no RWF_NOWAIT buffered reads")
+    return reads
+
+
+def test_a_cold_read_is_a_miss_and_the_same_read_again_a_hit(
+    cold_file: tuple[int, bytes],
+) -> None:
+    fd, data = cold_file
+    reads = measuring(fd)
+    assert reads.read(fd, 100, 5 * PAGE + 7) == data[5 * PAGE + 7 : 5 * PAGE + 107]
+    assert (reads.hits, reads.misses) == (0, 1)
+    assert reads.read(fd, 100, 5 * PAGE + 7) == data[5 * PAGE + 7 : 5 * PAGE + 107]
+    assert (reads.hits, reads.misses) == (1, 1)
+
+
+def test_a_partly_cached_range_is_a_miss_and_reads_whole(cold_file: tuple[int, bytes]) -> None:
+    fd, data = cold_file
+    reads = measuring(fd)
+    os.pread(fd, PAGE, 0)  # page 0 cached
+    os.posix_fadvise(fd, PAGE, 0, os.POSIX_FADV_DONTNEED)  # whatever readahead took: gone
+    assert reads.read(fd, 3 * PAGE, 0) == data[: 3 * PAGE]
+    assert (reads.hits, reads.misses) == (0, 1)
+
+
+def test_large_reads_share_a_buffer_but_return_their_own_bytes(tmp_path: Path) -> None:
+    data = os.urandom(1 << 20)
+    fd = os.open(tmp_path / "big", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        reads = measuring(fd)
+        size = SMALL_READ + 3 * PAGE + 5
+        first = reads.read(fd, size, 0)  # cold: a miss
+        second = reads.read(fd, size, 3 * size)  # reuses the buffer first was read into
+        again = reads.read(fd, size, 0)  # cached now: a hit
+        assert first == again == data[:size]
+        assert second == data[3 * size : 4 * size]
+        assert (reads.hits, reads.misses) == (1, 2)
+    finally:
+        os.close(fd)
+
+
+def test_reading_at_the_end_of_the_file_counts_nothing(cold_file: tuple[int, bytes]) -> None:
+    fd, data = cold_file
+    reads = measuring(fd)
+    assert reads.read(fd, 10, len(data)) == b""
+    assert (reads.hits, reads.misses) == (0, 0)
+
+
+def test_a_filesystem_that_cannot_tell_counts_nothing() -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK):
+        pytest.skip("no writable /dev/shm (tmpfs) here")
+    path = shm / f"page-cache-test-{os.getpid()}"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, b"abcdef" * 1000)
+        unprobed = PageCacheReads()
+        if not unprobed.supported:
+            pytest.skip("this system has no RWF_NOWAIT at all")
+        first = unprobed.read(fd, 6, 6)
+        if unprobed.supported:
+            pytest.skip("/dev/shm answers RWF_NOWAIT reads on this kernel")
+        assert first == b"abcdef"  # the read itself still works
+        assert unprobed.read(fd, 3, 0) == b"abc"
+        assert (unprobed.hits, unprobed.misses) == (0, 0)
+        probed = PageCacheReads()
+        probed.probe(fd)
+        assert not probed.supported
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+async def test_consumer_reads_count_and_scrape_reads_do_not(store_dir: Path) -> None:
+    store = await MessageStore.open(small_config(store_dir))
+    try:
+        reads = store.commitlog.page_cache
+        if not reads.supported:
+            pytest.skip("the test directory's filesystem has no RWF_NOWAIT buffered reads")
+        for i in range(60):
+            assert (await store.put(message(i, queues=1, size=300))).ok
+        await store.flush()
+        for seg in store.commitlog.segments:
+            os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        got = store.get_messages("orders", 0, 0, 32)
+        assert [m.queue_offset for m in got.messages] == list(range(32))
+        assert reads.hits + reads.misses == 32  # one count per record read
+        assert reads.misses >= 1  # at least the first record came from the disk
+        misses = reads.misses
+        again = store.get_messages("orders", 0, 0, 32)
+        assert [m.body for m in again.messages] == [m.body for m in got.messages]
+        assert (reads.hits, reads.misses) == (64 - misses, misses)  # now all cached
+        first = got.messages[0]
+        store.read_message(first.physical_offset, first.size, count_cache=False)
+        assert (reads.hits, reads.misses) == (64 - misses, misses)
+        store.read_message(first.physical_offset, first.size)  # a client's read counts
+        assert (reads.hits, reads.misses) == (65 - misses, misses)
+    finally:
+        await store.close()
