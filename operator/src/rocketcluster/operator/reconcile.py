@@ -35,7 +35,7 @@ from rocketcluster.operator.orchestrate.scale import (
     replica_scale_in_step,
 )
 from rocketcluster.operator.orchestrate.steps import Step, StepKind, blocked, done, wait
-from rocketcluster.operator.render import render_cluster
+from rocketcluster.operator.render import monitoring, render_cluster
 from rocketcluster.operator.render.brokers import client_endpoint
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,8 @@ class ClusterMemory:
     attempts: Attempts = field(default_factory=Attempts)
     roll_started: dict[str, float] = field(default_factory=dict)
     last_status: str = ""
+    monitoring: frozenset[tuple[str, str, str]] | None = None  # rendered at the last prune
+    last_prune: float = 0.0
 
 
 def _key(obj: dict[str, Any]) -> str:
@@ -100,6 +102,7 @@ class ClusterReconciler:
         # 3. apply what needs no orchestration; workloads as the orchestration allows
         steps: dict[str, Step] = {}
         await self._apply(cluster, rendered, observed, memory, steps)
+        await self._prune_monitoring(cluster, rendered, memory)
         # 4. topics and consumer groups of the manifest into the catalogue
         await self._sync_catalogue(cluster, observed)
         # 5. controllers first, then groups, one at a time
@@ -153,8 +156,12 @@ class ClusterReconciler:
             try:
                 await self._applier.apply(wanted)
             except KubeApiError as exc:
-                self._events("Warning", "ApplyFailed", f"{key}: {exc.message}")
-                raise
+                if not _monitoring_unavailable(wanted["apiVersion"], exc):
+                    self._events("Warning", "ApplyFailed", f"{key}: {exc.message}")
+                    raise
+                # No Prometheus operator here (or no right to its kinds): the cluster
+                # runs without this object; tried again at the next full apply.
+                self._events("Warning", "MonitoringNotApplied", f"{key}: {exc.message}")
             memory.applied[key] = text
         if full:
             memory.last_full_apply = time.monotonic()
@@ -180,6 +187,21 @@ class ClusterReconciler:
                 steps[f"{group.name} scale-in"] = step
                 obj["spec"]["replicas"] = have
         return obj
+
+    async def _prune_monitoring(
+        self, cluster: RocketCluster, rendered: list[dict[str, Any]], memory: ClusterMemory
+    ) -> None:
+        """Delete monitoring objects a ``spec.monitoring`` flag no longer asks for: when
+        what is rendered changed, and at every full apply."""
+        wanted = [o for o in rendered if _is_monitoring(o)]
+        keys = frozenset(monitoring.object_key(o) for o in wanted)
+        due = time.monotonic() - memory.last_prune > FULL_APPLY_EVERY_S
+        if keys == memory.monitoring and not due:
+            return
+        for key in await prune_monitoring(self._client, cluster, wanted):
+            self._events("Normal", "MonitoringRemoved", f"{key[1]}/{key[2]}")
+        memory.monitoring = keys
+        memory.last_prune = time.monotonic()
 
     # -- 4. catalogue -----------------------------------------------------------------
 
@@ -439,6 +461,38 @@ async def put_missing(
             await admin.put("consumer-groups", group["name"], group)
 
 
+def _is_monitoring(obj: dict[str, Any]) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return labels.get(kube.LABEL_COMPONENT) == monitoring.COMPONENT
+
+
+def _monitoring_unavailable(api_version: str, exc: KubeApiError) -> bool:
+    """A Prometheus-operator kind the API does not serve (404) or let us use (403)."""
+    return api_version == monitoring.MONITORING_API and exc.status in (403, 404)
+
+
+async def prune_monitoring(
+    client: KubeClient, cluster: RocketCluster, wanted: list[dict[str, Any]]
+) -> list[tuple[str, str, str]]:
+    """Delete the cluster's monitoring objects (:func:`monitoring.owner_selector`) that
+    are not in ``wanted``; kinds the API does not serve or let us list are skipped.
+    Returns what was deleted."""
+    ns = cluster.metadata.namespace
+    selector = monitoring.owner_selector(cluster)
+    removed = []
+    for api_version, kind in monitoring.KINDS:
+        try:
+            live = await client.list(api_version, kind, ns, selector)
+        except KubeApiError as exc:
+            if _monitoring_unavailable(api_version, exc):
+                continue
+            raise
+        for obj in monitoring.stale(live, wanted):
+            if await client.delete(api_version, kind, ns, obj["metadata"]["name"]):
+                removed.append(monitoring.object_key(obj))
+    return removed
+
+
 def _template_hash(workload: dict[str, Any]) -> str | None:
     annotations = (
         workload.get("spec", {}).get("template", {}).get("metadata", {}).get("annotations") or {}
@@ -447,4 +501,4 @@ def _template_hash(workload: dict[str, Any]) -> str | None:
     return str(value) if value is not None else None
 
 
-__all__ = ["ClusterMemory", "ClusterReconciler", "done", "put_missing"]
+__all__ = ["ClusterMemory", "ClusterReconciler", "done", "prune_monitoring", "put_missing"]

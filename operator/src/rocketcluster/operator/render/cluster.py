@@ -1,10 +1,11 @@
 """Every object of a RocketCluster, in the order they are applied: identities and
-configuration before the workloads that use them."""
+configuration before the workloads that use them, monitoring last (its kinds may be
+missing from a cluster without the Prometheus operator)."""
 
 from __future__ import annotations
 
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.operator.render import brokers, controllers
+from rocketcluster.operator.render import brokers, controllers, monitoring
 from rocketcluster.operator.render.meta import K8sObject
 
 APPLY_ORDER = (
@@ -17,9 +18,11 @@ APPLY_ORDER = (
     "Deployment",
     "StatefulSet",
     "PodDisruptionBudget",
+    "PodMonitor",
+    "PrometheusRule",
 )
 
 
 def render_cluster(cluster: RocketCluster) -> list[K8sObject]:
-    objects = controllers.render(cluster) + brokers.render(cluster)
+    objects = controllers.render(cluster) + brokers.render(cluster) + monitoring.render(cluster)
     return sorted(objects, key=lambda o: APPLY_ORDER.index(o["kind"]))

@@ -1,0 +1,199 @@
+"""Where messages live: each broker's store and the tiered store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rocketcluster.operator.monitoring import alerts as rules
+from rocketcluster.operator.monitoring.boards.common import (
+    BROKER_VARS,
+    cluster_variable,
+    free_ratio,
+    group_variable,
+    quantile,
+    rate,
+)
+from rocketcluster.operator.monitoring.panels import Grid, Q, board, graph, v
+
+
+def store() -> dict[str, Any]:
+    b = BROKER_VARS
+    free = v("rocketmq_storage_disk_free_bytes", *b)
+    reads = "rocketmq_storage_page_cache_reads_total"
+    hit = 'result="hit"'
+    grid = (
+        Grid()
+        .add(
+            graph(
+                "Disk free",
+                "Free share of each broker's data volume (the disk alert also needs a "
+                "forecast of running out within a day).",
+                "percentunit",
+                Q(free_ratio(*b), "{{node_id}}"),
+                base="red",
+                steps=((0.1, "orange"), (rules.DISK_FREE_RATIO, "green")),
+                min_value=0,
+                max_value=1,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Disk free and forecast",
+                f"Free bytes now and in 24 hours at the rate of the last "
+                f"{rules.DISK_PREDICT_WINDOW}.",
+                "bytes",
+                Q(f"min by (node_id) ({free})", "{{node_id}} free"),
+                Q(
+                    f"min by (node_id) (predict_linear({free}[{rules.DISK_PREDICT_WINDOW}], "
+                    f"{rules.DISK_PREDICT_SECONDS}))",
+                    "{{node_id}} in 24 h",
+                ),
+                base="red",
+                steps=((0.0, "green"),),
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Flush latency",
+                "Commit log flushes: median and 99th percentile (the alert fires above "
+                f"{rules.FLUSH_P99_SECONDS} s at p99).",
+                "s",
+                Q(
+                    quantile(0.5, "rocketmq_storage_flush_latency", "node_id", *b),
+                    "{{node_id}} p50",
+                ),
+                Q(
+                    quantile(0.99, "rocketmq_storage_flush_latency", "node_id", *b),
+                    "{{node_id}} p99",
+                ),
+                steps=((rules.FLUSH_P99_SECONDS, "red"),),
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Flushes",
+                "Commit log flushes per second.",
+                "ops",
+                Q(rate("rocketmq_storage_flush_latency_count", "node_id", *b), "{{node_id}}"),
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Page cache hit ratio",
+                "Share of message reads served from memory rather than disk.",
+                "percentunit",
+                Q(
+                    f"{rate(reads, 'node_id', *b, extra=hit)} / {rate(reads, 'node_id', *b)}",
+                    "{{node_id}}",
+                ),
+                base="red",
+                steps=((0.8, "orange"), (0.95, "green")),
+                min_value=0,
+                max_value=1,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Commit log size",
+                "Bytes of commit log on each broker's disk.",
+                "bytes",
+                Q(f"max by (node_id) ({v('rocketmq_storage_size', *b)})", "{{node_id}}"),
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Oldest message and retention",
+                "Age of the oldest stored message against the retention time: once older, "
+                "data is deleted.",
+                "s",
+                Q(
+                    f"max by (node_id) ({v('rocketmq_storage_oldest_message_age', *b)})",
+                    "{{node_id}} oldest",
+                ),
+                Q(
+                    f"max by (group) ({v('rocketmq_storage_retention_seconds', *b)})",
+                    "{{group}} retention",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Deleted by retention",
+                "Commit log bytes deleted per second because they outlived retention.",
+                "Bps",
+                Q(
+                    rate("rocketmq_storage_retention_deleted_bytes_total", "node_id", *b),
+                    "{{node_id}}",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+    )
+    return board(
+        "rocketcluster-store",
+        "RocketCluster / Store",
+        "Disk, flush latency, page cache and retention of each broker's store.",
+        [cluster_variable(), group_variable()],
+        grid,
+    )
+
+
+def tiered_storage() -> dict[str, Any]:
+    b = BROKER_VARS
+    grid = (
+        Grid()
+        .add(
+            graph(
+                "Upload lag (bytes)",
+                "Commit log bytes not yet uploaded to tiered storage.",
+                "bytes",
+                Q(
+                    f"max by (node_id) ({v('rocketmq_tiered_upload_lag_bytes', *b)})",
+                    "{{node_id}}",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Upload lag (time)",
+                "Age of the oldest data not yet uploaded (the alert fires above "
+                f"{rules.UPLOAD_LAG_SECONDS} s).",
+                "s",
+                Q(
+                    f"max by (node_id) ({v('rocketmq_tiered_upload_lag_seconds', *b)})",
+                    "{{node_id}}",
+                ),
+                steps=((float(rules.UPLOAD_LAG_SECONDS), "red"),),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Cold reads",
+                "Message reads served from tiered storage per second.",
+                "rps",
+                Q(rate("rocketmq_tiered_cold_reads_total", "node_id", *b), "{{node_id}}"),
+                min_value=0,
+            ),
+            24,
+        )
+    )
+    return board(
+        "rocketcluster-tiered-storage",
+        "RocketCluster / Tiered storage",
+        "Upload lag and cold reads of the tiered store (spec.tieredStorage).",
+        [cluster_variable(), group_variable()],
+        grid,
+    )
