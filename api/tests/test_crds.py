@@ -18,7 +18,16 @@ from pydantic import ValidationError
 
 from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.api.crdgen import CRD_DIR, RESOURCES, custom_resource_definition, render_files
+from rocketcluster.api.crdgen import (
+    CRD_DIR,
+    CRD_DIRS,
+    RESOURCES,
+    check,
+    custom_resource_definition,
+    main,
+    render_files,
+    strict_schema,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 INVALID = Path(__file__).parent / "manifests" / "invalid"
@@ -32,25 +41,6 @@ OLDEST, NEWEST = "1.27.0", "1.37.0"
 
 def _documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def _strict(schema: dict[str, Any]) -> dict[str, Any]:
-    """The structural schema as a strict API server applies it: unknown fields
-    refused (``fieldValidation=Strict``, kubectl's default), ``nullable`` honoured."""
-    out = copy.deepcopy(schema)
-    for key in ("x-kubernetes-validations", "x-kubernetes-list-type", "x-kubernetes-list-map-keys"):
-        out.pop(key, None)
-    if out.pop("nullable", False):
-        out["type"] = [out["type"], "null"]
-    if "properties" in out:
-        out["properties"] = {k: _strict(v) for k, v in out["properties"].items()}
-        if not out.pop("x-kubernetes-preserve-unknown-fields", False):
-            out["additionalProperties"] = False
-    if isinstance(out.get("additionalProperties"), dict):
-        out["additionalProperties"] = _strict(out["additionalProperties"])
-    if "items" in out:
-        out["items"] = _strict(out["items"])
-    return out
 
 
 def _with_defaults(schema: dict[str, Any], value: Any) -> Any:
@@ -86,7 +76,7 @@ def crd_problems(obj: dict[str, Any]) -> list[str]:
     resource = next(r for r in RESOURCES if r.kind == obj["kind"])
     crd = custom_resource_definition(resource)
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    validator = jsonschema.Draft7Validator(_strict(schema))
+    validator = jsonschema.Draft7Validator(strict_schema(schema))
     problems = [
         f"{'.'.join(str(p) for p in err.absolute_path)}: {err.message}"
         for err in validator.iter_errors(obj)
@@ -96,10 +86,28 @@ def crd_problems(obj: dict[str, Any]) -> list[str]:
     return _cel_problems(schema, _with_defaults(schema, obj))
 
 
-def test_committed_crds_are_current() -> None:
+@pytest.mark.parametrize("directory", CRD_DIRS, ids=lambda d: str(d.relative_to(REPO)))
+def test_committed_crds_are_current(directory: Path) -> None:
+    """Both copies: crds/ (kubectl apply) and the Helm chart's crds/."""
     fresh = render_files()
-    present = {p.name: p.read_text() for p in CRD_DIR.glob("*.yaml")}
-    assert present == fresh, "crds/ is stale: run python -m rocketcluster.api.crdgen"
+    present = {p.name: p.read_text() for p in directory.glob("*.yaml")}
+    assert present == fresh, f"{directory} is stale: run python -m rocketcluster.api.crdgen"
+
+
+def test_check_fails_when_either_copy_is_stale(tmp_path: Path) -> None:
+    first, second = tmp_path / "crds", tmp_path / "chart-crds"
+    main(["--out", str(first), "--out", str(second)])
+    main(["--check", "--out", str(first), "--out", str(second)])  # current: no exit
+    stale = second / RESOURCES[0].filename
+    stale.write_text(stale.read_text().replace("RocketCluster", "RocketClustr", 1))
+    (first / "rocketcluster.io_gone.yaml").write_text("kind: CustomResourceDefinition\n")
+    with pytest.raises(SystemExit) as exited:
+        main(["--check", "--out", str(first), "--out", str(second)])
+    message = str(exited.value.code)
+    assert f"{first} is stale (rocketcluster.io_gone.yaml)" in message
+    assert f"{second} is stale ({RESOURCES[0].filename})" in message
+    main(["--out", str(first), "--out", str(second)])  # writing mends both
+    assert check([first, second]) == []
 
 
 @pytest.mark.parametrize("version", [OLDEST, NEWEST])

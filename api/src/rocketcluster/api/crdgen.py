@@ -1,5 +1,6 @@
-"""CustomResourceDefinitions generated from the pydantic models (committed in
-``crds/``; CI fails when they are stale).
+"""CustomResourceDefinitions generated from the pydantic models (committed twice, the
+same files in ``crds/`` for ``kubectl apply`` and in the Helm chart's ``crds/``; CI
+fails when either copy is stale).
 
 The models are the one source of truth; this turns their JSON schema into the
 *structural* OpenAPI v3 schema Kubernetes requires: no ``$ref`` (definitions are
@@ -9,14 +10,14 @@ every default written out — including those of nested models made by a default
 factory — so the API server fills in what the operator will assume, and the
 cross-field rules as CEL ``x-kubernetes-validations``.
 
-``python -m rocketcluster.api.crdgen [--check]``
+``python -m rocketcluster.api.crdgen [--check] [--out DIR ...]``
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
-import tempfile
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +35,9 @@ from rocketcluster.api.status import CatalogueStatus, RocketClusterStatus
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 CRD_DIR = REPO_ROOT / "crds"
+# Helm installs a chart's crds/ before its templates (and never upgrades them).
+CHART_CRD_DIR = REPO_ROOT / "charts" / "rocketcluster-operator" / "crds"
+CRD_DIRS = (CRD_DIR, CHART_CRD_DIR)
 
 _DROP = {"title", "additionalProperties", "$defs", "discriminator"}
 CATEGORY = "rocket"
@@ -308,31 +312,81 @@ def schema_of(kind: str) -> dict[str, Any]:
     raise KeyError(f"no custom resource {kind!r}")
 
 
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A structural schema as a strict API server applies it, as plain JSON schema (for
+    validating custom resources in tests): unknown fields refused
+    (``fieldValidation=Strict``, kubectl's default), ``nullable`` honoured, the
+    Kubernetes extensions (CEL rules, list types) left out — check those apart."""
+    out = copy.deepcopy(schema)
+    for key in ("x-kubernetes-validations", "x-kubernetes-list-type", "x-kubernetes-list-map-keys"):
+        out.pop(key, None)
+    if out.pop("nullable", False):
+        out["type"] = [out["type"], "null"]
+    if "properties" in out:
+        out["properties"] = {k: strict_schema(v) for k, v in out["properties"].items()}
+        if not out.pop("x-kubernetes-preserve-unknown-fields", False):
+            out["additionalProperties"] = False
+    if isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = strict_schema(out["additionalProperties"])
+    if "items" in out:
+        out["items"] = strict_schema(out["items"])
+    return out
+
+
 def write(directory: Path) -> list[Path]:
+    """Write every CRD into ``directory`` and remove ours that no kind makes any more."""
     directory.mkdir(parents=True, exist_ok=True)
+    files = render_files()
+    for leftover in directory.glob(f"{GROUP}_*.yaml"):
+        if leftover.name not in files:
+            leftover.unlink()
     written = []
-    for name, text in render_files().items():
+    for name, text in files.items():
         path = directory / name
         path.write_text(text)
         written.append(path)
     return written
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Generate crds/ from the API models.")
-    parser.add_argument("--check", action="store_true", help="fail if crds/ is stale")
-    parser.add_argument("--out", type=Path, default=CRD_DIR)
-    args = parser.parse_args()
+def stale_files(directory: Path) -> list[str]:
+    """The files of ``directory`` that differ from freshly generated ones: changed,
+    missing, or left over from a kind that is gone (sorted; empty when current)."""
+    fresh = render_files()
+    present = {p.name: p.read_text() for p in sorted(directory.glob("*.yaml"))}
+    return sorted(n for n in fresh.keys() | present.keys() if fresh.get(n) != present.get(n))
+
+
+def check(directories: tuple[Path, ...] | list[Path]) -> list[str]:
+    """One line per stale directory, naming its stale files (empty when all current)."""
+    problems = []
+    for directory in directories:
+        stale = stale_files(directory)
+        if stale:
+            problems.append(f"{directory} is stale ({', '.join(stale)})")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="Generate the CRDs from the API models into crds/ and the Helm chart."
+    )
+    parser.add_argument("--check", action="store_true", help="fail if any copy is stale")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        action="append",
+        help=f"a directory to write (repeatable); default: {', '.join(map(str, CRD_DIRS))}",
+    )
+    args = parser.parse_args(argv)
+    directories: list[Path] = args.out or list(CRD_DIRS)
     if not args.check:
-        for path in write(args.out):
-            print(f"generated {path}")
+        for directory in directories:
+            for path in write(directory):
+                print(f"generated {path}")
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        fresh = {p.name: p.read_text() for p in write(Path(tmp))}
-    present = {p.name: p.read_text() for p in args.out.glob("*.yaml")} if args.out.exists() else {}
-    stale = sorted(n for n in fresh.keys() | present.keys() if fresh.get(n) != present.get(n))
-    if stale:
-        sys.exit(f"crds/ is stale ({', '.join(stale)}); run python -m rocketcluster.api.crdgen")
+    problems = check(directories)
+    if problems:
+        sys.exit("\n".join(problems) + "\nrun: python -m rocketcluster.api.crdgen")
     print("CRDs are current")
 
 

@@ -1,0 +1,93 @@
+{{/*
+The operator's permissions, derived from what it calls (and nothing more):
+- operator/src/rocketcluster/operator/kube/client.py (PLURALS, get/list/create/patch/
+  delete), kube/apply.py (server-side apply = patch; the merge mode patches, then
+  creates what is missing), reconcile.py, observe.py and catalogue.py (the call sites);
+- kopf (handlers.py): list/watch and patch (finalizers, its annotations) of the three
+  kinds it handles, events it posts; standalone=True, so no kopf peering objects;
+- render/monitoring.py: a cluster's PodMonitor, PrometheusRule and dashboard
+  ConfigMaps, listed to delete those its spec.monitoring no longer asks for;
+- the RBAC escalation rule: the operator creates a Role letting each broker get and
+  patch its own pod (render/brokers.py pod_label_rbac) and binds it, so it must hold
+  those permissions itself.
+operator/tests/test_chart_rbac.py checks these rules against the operator's calls:
+that every call is allowed and that nothing else is.
+*/}}
+
+{{/* Rules in each namespace the operator manages (a Role there, or a ClusterRole). */}}
+{{- define "rocketcluster-operator.rules" -}}
+# kopf watches the three kinds it has handlers for and patches them (its finalizer
+# and the annotations it keeps its progress in).
+- apiGroups: ["rocketcluster.io"]
+  resources: ["rocketclusters", "rockettopics", "rocketconsumergroups"]
+  verbs: ["list", "watch", "patch"]
+# catalogue.py reads the RocketCluster a topic or consumer group names.
+- apiGroups: ["rocketcluster.io"]
+  resources: ["rocketclusters"]
+  verbs: ["get"]
+# The operator writes what it observed into each object's status (apply_status).
+- apiGroups: ["rocketcluster.io"]
+  resources: ["rocketclusters/status", "rockettopics/status", "rocketconsumergroups/status"]
+  verbs: ["patch"]
+# kopf.event: rolls, switchovers, failures, reported on the RocketCluster.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+# observe.py and catalogue.py list the pods of a cluster; the roller deletes a pod to
+# restart it; get and patch only because the operator grants them to each broker (its
+# own pod's role label) and RBAC refuses to grant what the granter lacks.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "patch", "delete"]
+# Rendered and applied (create, patch); a removed broker group's config and Services
+# are deleted (reconcile.py _remove_group).
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["create", "patch", "delete"]
+# ConfigMaps also hold a cluster's Grafana dashboards (spec.monitoring): the operator
+# lists its monitoring objects to delete those a flag no longer asks for
+# (render/monitoring.py KINDS, stale).
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["list", "create", "patch", "delete"]
+# A cluster's PodMonitor and PrometheusRule (spec.monitoring), applied, listed and
+# deleted as the ConfigMaps above.
+- apiGroups: ["monitoring.coreos.com"]
+  resources: ["podmonitors", "prometheusrules"]
+  verbs: ["list", "create", "patch", "delete"]
+# Rendered and applied: controller members' volumes and the pods' service accounts.
+# Volumes are never deleted by the operator (the StatefulSet's retention policy is).
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims", "serviceaccounts"]
+  verbs: ["create", "patch"]
+# Broker groups: observed (list), applied, scaled in (patch) and removed (delete).
+- apiGroups: ["apps"]
+  resources: ["statefulsets"]
+  verbs: ["list", "create", "patch", "delete"]
+# Controller members: observed (list) and applied one at a time by the roller.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["list", "create", "patch"]
+# Applied with each group and the controllers; a removed group's is deleted.
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["create", "patch", "delete"]
+# The brokers' pod-label Role and its RoleBinding (render/brokers.py pod_label_rbac).
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/* Cluster-scoped reads kopf makes to notice changes without a restart. */}}
+{{- define "rocketcluster-operator.discoveryRules" -}}
+# kopf's resource observer: CRDs added, changed or removed while it runs.
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["list", "watch"]
+{{- if .Values.watchNamespaces }}
+# kopf's namespace observer (only when watching listed namespaces): which of them exist.
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["list", "watch"]
+{{- end }}
+{{- end }}
