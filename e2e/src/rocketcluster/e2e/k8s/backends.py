@@ -67,18 +67,22 @@ class Backend(Protocol):
 
 class EmulatedBackend:
     """The emulator, the realiser and the operator (``rocketcluster-operator``, run as
-    a process with the merge-patch writer the emulator needs), all stopped by PID."""
+    a process with the merge-patch writer the emulator needs), all stopped by PID.
+
+    Pods run as host processes (the image is only a name), or with ``image`` given,
+    from that local image and its controller twin under ``buildah run`` (the
+    realiser's image mode): the manifest gets ``spec.image = image``."""
 
     name = "emulated"
     namespace = "default"
-    image: str | None = None  # pods run as local processes: the image is only a name here
 
-    def __init__(self, directory: Path, crds: Path) -> None:
+    def __init__(self, directory: Path, crds: Path, *, image: str | None = None) -> None:
         try:
             ensure_binaries()
         except BinariesUnavailable as exc:
             raise BackendUnavailable(str(exc)) from exc
-        self.harness = KubeHarness(directory)
+        self.image: str | None = image
+        self.harness = KubeHarness(directory, pod_runtime="image" if image else "process")
         try:
             self.harness.start()
             self.harness.kubectl("apply", "-f", str(crds))

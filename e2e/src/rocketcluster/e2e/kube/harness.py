@@ -35,6 +35,7 @@ import httpx
 from rocketcluster.ctl.testing import wait_for as _wait_for
 from rocketcluster.e2e.kube.binaries import ensure_binaries
 from rocketcluster.e2e.kube.events import read_events
+from rocketcluster.e2e.kube.imagerun import remove_recorded
 from rocketcluster.e2e.kube.kubeconfig import write_kubeconfig
 from rocketcluster.e2e.kube.processes import Ledger, ProcessRecord, die_with_parent, record
 from rocketcluster.e2e.kube.processes import stop_groups as _stop_groups
@@ -56,10 +57,12 @@ class KubeHarness:
         realise: bool = True,
         probe_period_cap: float | None = None,
         start_timeout: float = START_TIMEOUT_S,
+        pod_runtime: str = "process",
     ) -> None:
         self.dir = directory.resolve()  # pods run elsewhere: every path they see is absolute
         self.realise = realise
         self.probe_period_cap = probe_period_cap
+        self.pod_runtime = pod_runtime  # "image": pods run from their images (buildah)
         self.start_timeout = start_timeout
         self.kubeconfig = directory / "kubeconfig"
         self.api_url = ""
@@ -164,6 +167,7 @@ class KubeHarness:
         ]
         if self.probe_period_cap:
             argv += ["--probe-period-cap", str(self.probe_period_cap)]
+        argv += ["--pod-runtime", self.pod_runtime]
         proc = self._spawn(argv, self.dir / "realiser.log")
 
         def started() -> dict[str, Any] | None:
@@ -197,6 +201,7 @@ class KubeHarness:
         self._emulator = None
         ledger = Ledger(self.dir / "processes.jsonl")
         survivors = _stop_groups(list(ledger.records()), grace=1.0)
+        remove_recorded(self.dir)  # working containers of a realiser that was killed
         if survivors:
             raise HarnessError(f"processes survived their pods: {survivors}")
 

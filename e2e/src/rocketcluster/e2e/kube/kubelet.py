@@ -19,9 +19,11 @@ A :class:`PodWorker` runs one pod instance (one uid) from start to finish:
    process is gone the worker says so (``pod-deleted``) and the realiser removes
    its finalizer.
 
-The image is not pulled or run: the executable is looked up on PATH (the
-interpreter's own directory first, so the workspace's console scripts are found).
-preStop/postStart hooks are not run.
+In process mode (the default) the image is not pulled or run: the executable is
+looked up on PATH (the interpreter's own directory first, so the workspace's console
+scripts are found). In image mode (:mod:`imagerun`) each container runs from its
+local image with ``buildah run``: the image's entry point, its user and file system,
+the volumes mounted where the pod says. preStop/postStart hooks are not run.
 """
 
 from __future__ import annotations
@@ -29,61 +31,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import shutil
 import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import httpx
-
-from rocketcluster.api import kube as contract
 from rocketcluster.api.status import now_rfc3339
-from rocketcluster.e2e.kube import podenv, probes, volumes
-from rocketcluster.e2e.kube.events import EventLog
+from rocketcluster.e2e.kube import imagerun, podenv, probes, volumes
+from rocketcluster.e2e.kube.launch import Launcher
+from rocketcluster.e2e.kube.node import NodeContext, PodInputs
 from rocketcluster.e2e.kube.podstatus import ContainerState, pod_status
-from rocketcluster.e2e.kube.processes import Ledger, die_with_parent, killpg, record
-from rocketcluster.e2e.kube.substitute import Substitution
+from rocketcluster.e2e.kube.processes import die_with_parent, killpg, record
 
 BACKOFF_START_S, BACKOFF_MAX_S, BACKOFF_RESET_S = 1.0, 8.0, 10.0
 SHUTDOWN_GRACE_S = 5.0
 log = logging.getLogger("rocketcluster.realiser.kubelet")
-
-
-class PodInputs(Protocol):
-    """What a pod reads from the rest of the cluster, answered from the cache."""
-
-    def configmaps(self, namespace: str) -> Mapping[str, Mapping[str, Any]]: ...
-    def secrets(self, namespace: str) -> Mapping[str, Mapping[str, Any]]: ...
-    def services(self, namespace: str) -> list[Mapping[str, Any]]: ...
-    def claim_exists(self, namespace: str, name: str) -> bool: ...
-    def resolve(self, name: str) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class NodeContext:
-    root: Path
-    api_url: str
-    node_name: str
-    events: EventLog
-    ledger: Ledger
-    http: httpx.AsyncClient
-    inputs: PodInputs
-    report: Callable[[Mapping[str, Any], dict[str, Any]], Awaitable[None]]
-    probe_period_cap: float | None = None
-
-
-def _executable(name: str, path: str) -> str:
-    if os.path.isabs(name) and os.access(name, os.X_OK):
-        return name
-    found = shutil.which(os.path.basename(name), path=path)
-    if found is None:
-        raise FileNotFoundError(f"executable {name!r} not found on PATH ({path})")
-    return found
+__all__ = ["NodeContext", "PodInputs", "PodWorker"]
 
 
 class PodWorker:
@@ -95,6 +59,7 @@ class PodWorker:
         self.ctx = ctx
         self.dir = ctx.root / "pods" / self.namespace / f"{self.name}-{self.uid[:8]}"
         self.sa_dir = self.dir / "serviceaccount"
+        self.launch = Launcher(ctx, lambda: self.pod, ip, self.dir, self.sa_dir)
         spec = pod.get("spec") or {}
         self.init_specs = list(spec.get("initContainers") or [])
         self.specs = list(spec.get("containers") or [])
@@ -255,7 +220,7 @@ class PodWorker:
             plan.append((target, files))
         if spec.get("automountServiceAccountToken", True):
             plan.append((self.sa_dir, volumes.serviceaccount_files(self.namespace)))
-        subst = self._substitution(None)
+        subst = self.launch.substitution(None)
         wanted = [
             (
                 target,
@@ -272,75 +237,11 @@ class PodWorker:
                 target.mkdir(parents=True, exist_ok=True)
             else:
                 volumes.write_files(target, content)
+        if self.ctx.images is not None:  # the container's user must be able to write
+            group = imagerun.fs_group(self.pod)
+            for vol, (target, _) in zip(spec.get("volumes") or [], plan, strict=False):
+                volumes.open_to_pod(vol, target, group)
         self._files = wanted
-
-    def _mounts(self, spec: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-        """(mountPath, host path) of one container, or of all of them."""
-        pod_spec = self.pod.get("spec") or {}
-        by_name = {v["name"]: v for v in pod_spec.get("volumes") or []}
-        specs = [spec] if spec is not None else [*self.init_specs, *self.specs]
-        out: list[tuple[str, str]] = []
-        for container in specs:
-            for mount in container.get("volumeMounts") or []:
-                vol = by_name.get(mount["name"])
-                if vol is None:
-                    continue
-                base = volumes.host_dir(
-                    vol, root=self.ctx.root, pod_dir=self.dir, namespace=self.namespace
-                )
-                path = base / mount["subPath"] if mount.get("subPath") else base
-                out.append((mount["mountPath"], str(path)))
-        if pod_spec.get("automountServiceAccountToken", True):
-            out.append((contract.SERVICEACCOUNT_DIR, str(self.sa_dir)))
-        return out
-
-    def _substitution(self, spec: Mapping[str, Any] | None) -> Substitution:
-        return Substitution(tuple(self._mounts(spec)), self.ip, self.ctx.inputs.resolve)
-
-    def _base_env(self) -> dict[str, str]:
-        api = httpx.URL(self.ctx.api_url)
-        path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-        spec = self.pod.get("spec") or {}
-        env = {
-            "PATH": path,
-            "HOME": str(self.dir / "home"),
-            "TMPDIR": str(self.dir / "tmp"),
-            "HOSTNAME": spec.get("hostname") or self.name,
-        }
-        for key in ("LANG", "LC_ALL", "TZ"):
-            if key in os.environ:
-                env[key] = os.environ[key]
-        if spec.get("enableServiceLinks", True):
-            env.update(podenv.service_links(self.ctx.inputs.services(self.namespace)))
-        env.update(
-            {
-                "KUBERNETES_SERVICE_HOST": api.host,
-                "KUBERNETES_SERVICE_PORT": str(api.port or 80),
-                contract.ENV_KUBE_API_URL: self.ctx.api_url,
-                contract.ENV_SERVICEACCOUNT_DIR: str(self.sa_dir),
-            }
-        )
-        return env
-
-    def _command(self, spec: Mapping[str, Any]) -> tuple[list[str], dict[str, str], str]:
-        base = self._base_env()
-        env = podenv.container_env(
-            self.pod,
-            spec,
-            configmaps=self.ctx.inputs.configmaps(self.namespace),
-            secrets=self.ctx.inputs.secrets(self.namespace),
-            pod_ip=self.ip,
-            node=self.ctx.node_name,
-            base=base,
-        )
-        subst = self._substitution(spec)
-        env = {k: (v if base.get(k) == v else subst.apply(v)) for k, v in env.items()}
-        argv = [subst.apply(a) for a in podenv.command_line(spec, env)]
-        argv[0] = _executable(argv[0], env["PATH"])
-        cwd = subst.apply(spec["workingDir"]) if spec.get("workingDir") else str(self.dir / "home")
-        for d in (self.dir / "home", self.dir / "tmp", Path(cwd)):
-            d.mkdir(parents=True, exist_ok=True)
-        return argv, env, cwd
 
     async def _run_init(self) -> None:
         for spec, state in zip(self.init_specs, self.init, strict=True):
@@ -368,7 +269,7 @@ class PodWorker:
         backoff, code = BACKOFF_START_S, -1
         while not self.deleting.is_set():
             try:
-                argv, env, cwd = self._command(spec)
+                argv, env, cwd = await self.launch.argv(spec)
                 log_dir = self.ctx.root / "logs" / self.namespace
                 log_dir.mkdir(parents=True, exist_ok=True)
                 with (log_dir / f"{self.name}_{spec['name']}.log").open("ab") as log:
@@ -383,11 +284,7 @@ class PodWorker:
                         preexec_fn=die_with_parent,
                     )
             except (podenv.ConfigError, OSError) as exc:
-                reason = (
-                    "CreateContainerConfigError"
-                    if isinstance(exc, podenv.ConfigError)
-                    else "RunContainerError"
-                )
+                reason = exc.reason if isinstance(exc, podenv.ConfigError) else "RunContainerError"
                 state.state, state.reason, state.message = "waiting", reason, str(exc)
                 self._changed()
                 await self._pause(backoff)
@@ -459,11 +356,10 @@ class PodWorker:
             cwd = str(self.dir)
             if "exec" in probe:
                 try:
-                    _, env, cwd = self._command(spec)
-                    subst = self._substitution(spec)
-                    argv = [subst.apply(a) for a in probe["exec"].get("command") or []]
-                    if argv:
-                        argv[0] = _executable(argv[0], env["PATH"])
+                    command = list(probe["exec"].get("command") or [])
+                    if not command:
+                        return False
+                    argv, env, cwd = await self.launch.argv(spec, command)
                 except (podenv.ConfigError, OSError):
                     return False
             return await probes.probe_once(
@@ -532,7 +428,7 @@ class PodWorker:
         goes too), then wait for the containers to be reaped."""
         running = [p for p in procs if p.returncode is None]
         for proc in running:
-            killpg(proc.pid, signal.SIGTERM)
+            self.launch.terminate(proc.pid)
         if running:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*(p.wait() for p in running)), grace)

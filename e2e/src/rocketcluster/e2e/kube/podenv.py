@@ -23,6 +23,8 @@ from rocketcluster.e2e.kube.substitute import expand_vars
 class ConfigError(ValueError):
     """A reference the container's configuration cannot be built without."""
 
+    reason = "CreateContainerConfigError"  # the container's waiting reason, as kubelet says
+
 
 def field_value(pod: Mapping[str, Any], path: str, pod_ip: str, node: str) -> str:
     """A downward API ``fieldPath`` of the pod."""

@@ -9,8 +9,10 @@ server and plays, for every namespace:
   and protected (``kubernetes.io/pvc-protection``) while a pod uses it; the
   directory goes with the claim object;
 - kubelet (:mod:`kubelet`): every pod runs as local processes with an address of
-  its own; the realiser puts its finalizer on each pod, so a deletion waits for the
-  processes to be gone before the pod object goes;
+  its own — host processes, or with ``--pod-runtime image`` each container from its
+  local image under ``buildah run`` (:mod:`imagerun`); the realiser puts its
+  finalizer on each pod, so a deletion waits for the processes to be gone before
+  the pod object goes;
 - DNS and kube-proxy (:mod:`network`, :mod:`proxy`): ``DIR/hosts.json``, Endpoints
   objects, and a TCP proxy per ClusterIP Service port.
 
@@ -47,6 +49,7 @@ from rocketcluster.e2e.kube.client import JSON_PATCH, KubeClient, KubeError
 from rocketcluster.e2e.kube.control import control_app
 from rocketcluster.e2e.kube.deployments import plan_deployment
 from rocketcluster.e2e.kube.events import EventLog
+from rocketcluster.e2e.kube.imagerun import RUNTIMES, ImageRuntime
 from rocketcluster.e2e.kube.kubelet import NodeContext, PodWorker
 from rocketcluster.e2e.kube.processes import Ledger
 from rocketcluster.e2e.kube.proxy import Endpoint, Picker, PortKey, ServiceProxies
@@ -92,7 +95,10 @@ class Realiser:
         *,
         probe_period_cap: float | None = None,
         node_name: str = NODE_NAME,
+        pod_runtime: str = "process",
     ) -> None:
+        if pod_runtime not in RUNTIMES:
+            raise ValueError(f"pod runtime {pod_runtime!r}: choose {' or '.join(RUNTIMES)}")
         self.api_url = api_url.rstrip("/")
         self.dir = directory.resolve()  # pods see these paths from their own directories
         self.types: dict[str, ResourceType] = {
@@ -118,6 +124,7 @@ class Realiser:
         self.ledger = Ledger(directory / "processes.jsonl")
         # Probes go straight to the pod, never through an HTTP(S)_PROXY of the host.
         self.http = httpx.AsyncClient(verify=False, trust_env=False)
+        self.images = ImageRuntime(self.dir) if pod_runtime == "image" else None
         self.ctx = NodeContext(
             root=directory,
             api_url=self.api_url,
@@ -128,6 +135,7 @@ class Realiser:
             inputs=self,
             report=self._report,
             probe_period_cap=probe_period_cap,
+            images=self.images,
         )
 
     # --- what pods read (kubelet.PodInputs) ----------------------------------------
@@ -544,7 +552,10 @@ class Realiser:
             await self.aclose()
 
     async def aclose(self) -> None:
-        """Let go of the clients, the event log and the address block."""
+        """Let go of the clients, the event log, the address block and the working
+        containers (their processes have stopped by now)."""
+        if self.images is not None:
+            await asyncio.to_thread(self.images.close)
         await self.client.close()
         await self.http.aclose()
         self.events.close()
@@ -559,7 +570,11 @@ async def _main(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     realiser = Realiser(
-        args.api, args.dir, probe_period_cap=args.probe_period_cap, node_name=args.node_name
+        args.api,
+        args.dir,
+        probe_period_cap=args.probe_period_cap,
+        node_name=args.node_name,
+        pod_runtime=args.pod_runtime,
     )
     await realiser.run(stop)
 
@@ -575,6 +590,12 @@ def main(argv: list[str] | None = None) -> None:
         help="run probes at least this often (seconds)",
     )
     parser.add_argument("--node-name", default=NODE_NAME)
+    parser.add_argument(
+        "--pod-runtime",
+        choices=RUNTIMES,
+        default="process",
+        help="containers as host processes, or from their local images with buildah run",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with contextlib.suppress(KeyboardInterrupt):

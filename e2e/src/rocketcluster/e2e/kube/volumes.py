@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -144,6 +145,36 @@ def write_files(directory: Path, files: Mapping[str, bytes]) -> None:
     for path in list(directory.rglob("*")):
         if path.is_file() and path not in wanted and not path.name.startswith("."):
             path.unlink()
+
+
+# Kubernetes mounts these read-only, whatever the volumeMount says.
+READ_ONLY_KINDS = ("configMap", "secret", "downwardAPI", "projected")
+
+
+def read_only(volume: Mapping[str, Any]) -> bool:
+    return any(kind in volume for kind in READ_ONLY_KINDS)
+
+
+def open_to_pod(volume: Mapping[str, Any], path: Path, fs_group: int | None) -> None:
+    """Let a container that runs as its own user write its volumes, as kubelet does:
+    an ``emptyDir`` is world-writable; a claim gets the pod's ``fsGroup`` (group
+    owner, group read-write, setgid directories) unless its root already has it
+    (``fsGroupChangePolicy: OnRootMismatch``)."""
+    if "emptyDir" in volume:
+        path.chmod(0o777)
+        return
+    if "persistentVolumeClaim" not in volume or fs_group is None or not path.is_dir():
+        return
+    root = path.stat()
+    if root.st_gid == fs_group and root.st_mode & 0o2070 == 0o2070:
+        return
+    for directory, _, files in os.walk(path):
+        for item in [Path(directory), *(Path(directory) / f for f in files)]:
+            mode = item.lstat().st_mode
+            os.chown(item, -1, fs_group, follow_symlinks=False)
+            if not item.is_symlink():
+                extra = 0o2070 if item.is_dir() else 0o060
+                item.chmod((mode & 0o7777) | extra)
 
 
 def remove_tree(path: Path) -> None:
