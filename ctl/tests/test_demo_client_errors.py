@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Iterator
 from concurrent.futures import Future
 
 import grpc
@@ -22,6 +23,24 @@ from rocketcluster.ctl.client_errors import (
     operation_of_text,
     summarise,
 )
+
+
+@pytest.fixture(autouse=True)
+def bare_futures_logger() -> Iterator[None]:
+    """These tests look at ``concurrent.futures``' logger as a fresh process has it.
+    Other tests of the session may have called ``quiet_official_client()``, which
+    filters that logger for the rest of the process; their filters come back after."""
+    futures = logging.getLogger("concurrent.futures")
+    saved = list(futures.filters)
+    for f in saved:
+        futures.removeFilter(f)
+    try:
+        yield
+    finally:
+        for f in list(futures.filters):
+            futures.removeFilter(f)
+        for f in saved:
+            futures.addFilter(f)
 
 
 def _unavailable() -> aio.AioRpcError:

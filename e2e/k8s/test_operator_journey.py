@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from rocketcluster.api import kube
+from rocketcluster.api.cluster import controller_image_for
 from rocketcluster.ctl.workload import Workload, consume, produce
 from rocketcluster.e2e.k8s import steps
 from rocketcluster.e2e.k8s.operated import condition, wait_until
@@ -98,8 +99,16 @@ def test_an_image_change_rolls_in_order_under_load(journey: Journey) -> None:
     roll = steps.roll_image_under_load(cluster, GROUPS, "0.1.1-rolled")
     print("\n".join(roll.report.lines()))
     assert roll.report.problems == []
-    images = {c["image"] for p in cluster.pods({}) for c in p["spec"]["containers"]}
-    assert images == {roll.image}
+    # brokers run the new spec.image, controllers its rocketcluster-controller twin
+    images = {
+        (p["metadata"]["labels"][kube.LABEL_COMPONENT], c["image"])
+        for p in cluster.pods({})
+        for c in p["spec"]["containers"]
+    }
+    assert images == {
+        (kube.COMPONENT_BROKER, roll.image),
+        (kube.COMPONENT_CONTROLLER, controller_image_for(roll.image)),
+    }
     assert roll.acknowledged > 100
     assert roll.lost == 0, f"{roll.lost} of {roll.acknowledged} acknowledged messages lost"
     journey.done.add("roll")

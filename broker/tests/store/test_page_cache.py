@@ -1,9 +1,18 @@
 """Page-cache hit/miss counting on real files: pages are dropped from the cache with
-``posix_fadvise(DONTNEED)`` (clean pages go at once), then read back."""
+``posix_fadvise(DONTNEED)``, then read back.
+
+DONTNEED is advice, and any read — even the RWF_NOWAIT probe of
+:meth:`PageCacheReads.probe` — may start readahead that brings pages back while the
+test runs. :func:`evict` therefore drops the pages after the probe, checks with
+``mincore`` that they are gone (asking again while they are not), and fails saying
+so if the kernel never lets go."""
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +24,50 @@ from rocketcluster.broker.store.page_cache import SMALL_READ, PageCacheReads
 from .conftest import message, small_config
 
 PAGE = 4096
+EVICT_S = 10.0
+
+
+def _cached_pages(fd: int, start: int, end: int) -> list[int]:
+    """Offsets of the pages in [start, end) that are in the page cache, from
+    ``mincore`` over a mapping that is never touched. (A cache-only read cannot be
+    the check: an RWF_NOWAIT read of a missing page answers EAGAIN but starts
+    readahead, which brings the page in.)"""
+    first = start - start % PAGE
+    length = end - first
+    if length <= 0:
+        return []
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+    libc.mmap.argtypes += [ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    address = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, first)
+    if address in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap for mincore failed")
+    try:
+        vector = ctypes.create_string_buffer((length + PAGE - 1) // PAGE)
+        if libc.mincore(address, length, vector) != 0:
+            raise OSError(ctypes.get_errno(), "mincore failed")
+        return [first + i * PAGE for i, byte in enumerate(vector.raw) if byte & 1]
+    finally:
+        libc.munmap(address, length)
+
+
+def evict(fd: int, start: int = 0, end: int | None = None) -> None:
+    """Drop [start, end) of ``fd`` from the page cache and make sure it is gone."""
+    end = os.fstat(fd).st_size if end is None else end
+    start -= start % PAGE  # DONTNEED keeps a page the range only partly covers
+    deadline = time.monotonic() + EVICT_S
+    while True:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_DONTNEED)
+        left = _cached_pages(fd, start, end)
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"the kernel kept {len(left)} page(s) cached after {EVICT_S:.0f} s")
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -24,18 +77,21 @@ def cold_file(tmp_path: Path) -> Iterator[tuple[int, bytes]]:
     fd = os.open(tmp_path / "data", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         os.write(fd, data)
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        evict(fd)
         yield fd, data
     finally:
         os.close(fd)
 
 
-def measuring(fd: int) -> PageCacheReads:
+def measuring(fd: int, cold_from: int | None = None) -> PageCacheReads:
+    """Counts for ``fd``; then [cold_from, end) is dropped from the cache again (the
+    probe's read may have started readahead)."""
     reads = PageCacheReads()
     reads.probe(fd)
     if not reads.supported:
         pytest.skip("the test directory's filesystem has no RWF_NOWAIT buffered reads")
+    if cold_from is not None:
+        evict(fd, cold_from)
     return reads
 
 
@@ -43,7 +99,7 @@ def test_a_cold_read_is_a_miss_and_the_same_read_again_a_hit(
     cold_file: tuple[int, bytes],
 ) -> None:
     fd, data = cold_file
-    reads = measuring(fd)
+    reads = measuring(fd, cold_from=0)
     assert reads.read(fd, 100, 5 * PAGE + 7) == data[5 * PAGE + 7 : 5 * PAGE + 107]
     assert (reads.hits, reads.misses) == (0, 1)
     assert reads.read(fd, 100, 5 * PAGE + 7) == data[5 * PAGE + 7 : 5 * PAGE + 107]
@@ -52,9 +108,9 @@ def test_a_cold_read_is_a_miss_and_the_same_read_again_a_hit(
 
 def test_a_partly_cached_range_is_a_miss_and_reads_whole(cold_file: tuple[int, bytes]) -> None:
     fd, data = cold_file
-    reads = measuring(fd)
+    reads = measuring(fd, cold_from=0)
     os.pread(fd, PAGE, 0)  # page 0 cached
-    os.posix_fadvise(fd, PAGE, 0, os.POSIX_FADV_DONTNEED)  # whatever readahead took: gone
+    evict(fd, PAGE)  # whatever readahead took: gone
     assert reads.read(fd, 3 * PAGE, 0) == data[: 3 * PAGE]
     assert (reads.hits, reads.misses) == (0, 1)
 
@@ -64,11 +120,10 @@ def test_large_reads_share_a_buffer_but_return_their_own_bytes(tmp_path: Path) -
     fd = os.open(tmp_path / "big", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         os.write(fd, data)
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        reads = measuring(fd)
+        reads = measuring(fd, cold_from=0)
         size = SMALL_READ + 3 * PAGE + 5
         first = reads.read(fd, size, 0)  # cold: a miss
+        evict(fd, 3 * size)  # cold again, whatever the first read's readahead took
         second = reads.read(fd, size, 3 * size)  # reuses the buffer first was read into
         again = reads.read(fd, size, 0)  # cached now: a hit
         assert first == again == data[:size]
@@ -120,7 +175,7 @@ async def test_consumer_reads_count_and_scrape_reads_do_not(store_dir: Path) -> 
             assert (await store.put(message(i, queues=1, size=300))).ok
         await store.flush()
         for seg in store.commitlog.segments:
-            os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            evict(seg.fd)
         got = store.get_messages("orders", 0, 0, 32)
         assert [m.queue_offset for m in got.messages] == list(range(32))
         assert reads.hits + reads.misses == 32  # one count per record read
