@@ -1,9 +1,10 @@
-"""The operator's pods run from the images ``make images`` builds: ``kubectl apply`` a
-RocketCluster whose ``spec.image`` is the local broker image, and the realiser (in
-image mode) starts every broker pod from it and every controller pod from its
-controller twin, each under ``buildah run`` as the image's non-root user. Then the
-official client produces through the group Service while the master's pod is
-killed: a new master takes over and no acknowledged message is lost.
+"""Everything runs from the images ``make images`` builds: the operator from its image,
+and, after ``kubectl apply`` of a RocketCluster whose ``spec.image`` is the local
+broker image, every broker pod from that image and every controller pod from its
+controller twin (the realiser's image mode), each under ``buildah run`` as the
+image's non-root user. Then the official client produces through the group Service
+while the master's pod is killed: a new master takes over and no acknowledged
+message is lost.
 
 What this proves beyond the process-mode journey: the images' entry points, users,
 environments and file systems are what the rendered pods need (config and
@@ -39,17 +40,22 @@ GROUP = "prod-broker-0"
 
 @pytest.fixture(scope="module")
 def image_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatedCluster]:
-    """The broker and controller images (built, or cached when nothing changed), and
-    an emulated cluster whose pods run from them."""
+    """The broker, controller and operator images (built, or cached when nothing
+    changed), and an emulated cluster whose operator and pods run from them."""
     quiet_official_client()
     try:
-        built = build_images(Settings(only=("broker", "controller")), root=REPO, out=sys.stderr)
+        built = build_images(
+            Settings(only=("broker", "controller", "operator")), root=REPO, out=sys.stderr
+        )
     except (tools.ToolMissing, tools.CommandFailed, BuildError, WorkspaceError) as exc:
         pytest.fail(str(exc))
-    broker = next(b.plan.tag for b in built if b.plan.spec.name == "broker")
+    tags = {b.plan.spec.name: b.plan.tag for b in built}
     try:
         backend = EmulatedBackend(
-            tmp_path_factory.mktemp("k8s-images"), REPO / "crds", image=broker
+            tmp_path_factory.mktemp("k8s-images"),
+            REPO / "crds",
+            image=tags["broker"],
+            operator_image=tags["operator"],
         )
     except BackendUnavailable as exc:
         pytest.skip(f"emulated backend: {exc}")
@@ -90,9 +96,16 @@ def test_pods_run_from_their_images_and_a_killed_master_loses_nothing(
     image_cluster: OperatedCluster, tmp_path: Path
 ) -> None:
     cluster = image_cluster
-    broker_image = str(cluster.backend.image)
+    backend = cluster.backend
+    assert isinstance(backend, EmulatedBackend)
+    broker_image = str(backend.image)
     ready = steps.apply_until_ready(cluster, _one_group(tmp_path))
     print(f"Ready in {ready.seconds:.0f} s with pods from {broker_image}")
+
+    # the operator that made it Ready runs from its image
+    operator = [p for p in procfs.descendants(backend.operator.pid) if procfs.root(p) != "/"]
+    assert any("rocketcluster-operator" in procfs.cmdline(p) for p in operator), operator
+    assert {procfs.uid(p) for p in operator} == {RUN_AS}
 
     # every pod names its image and runs from it, as the image's user
     want = {

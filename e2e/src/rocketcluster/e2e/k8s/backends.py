@@ -22,15 +22,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
+from rocketcluster.e2e.images.buildah import new_container, remove_container, run_argv
 from rocketcluster.e2e.k8s.rollcheck import PodEvent
 from rocketcluster.e2e.kube.binaries import BinariesUnavailable, ensure_binaries
 from rocketcluster.e2e.kube.harness import HarnessError, KubeHarness
+from rocketcluster.e2e.kube.imagerun import container_name
 from rocketcluster.e2e.kube.templates import is_ready
 
 ENV_IMAGE = "ROCKETCLUSTER_E2E_IMAGE"  # the image a real cluster runs (issue: make images)
 ENV_OPERATOR_NAMESPACE = "ROCKETCLUSTER_E2E_OPERATOR_NAMESPACE"
 OPERATOR_LABEL = "app.kubernetes.io/name=rocketcluster-operator"
 TICK_S = "1"  # the operator's reconcile period here (production: 2 s)
+OPERATOR_KUBECONFIG = "/etc/rocketcluster/kubeconfig"  # in the operator's image
 
 
 class BackendUnavailable(RuntimeError):
@@ -71,29 +74,56 @@ class EmulatedBackend:
 
     Pods run as host processes (the image is only a name), or with ``image`` given,
     from that local image and its controller twin under ``buildah run`` (the
-    realiser's image mode): the manifest gets ``spec.image = image``."""
+    realiser's image mode): the manifest gets ``spec.image = image``. With
+    ``operator_image`` the operator runs from its image too, in a working container
+    removed at :meth:`close`."""
 
     name = "emulated"
     namespace = "default"
 
-    def __init__(self, directory: Path, crds: Path, *, image: str | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        crds: Path,
+        *,
+        image: str | None = None,
+        operator_image: str | None = None,
+    ) -> None:
         try:
             ensure_binaries()
         except BinariesUnavailable as exc:
             raise BackendUnavailable(str(exc)) from exc
         self.image: str | None = image
         self.harness = KubeHarness(directory, pod_runtime="image" if image else "process")
+        self.operator_container: str | None = None
         try:
             self.harness.start()
             self.harness.kubectl("apply", "-f", str(crds))
-            self.harness.start_process(
-                [sys.executable, "-m", "rocketcluster.operator.main"],
-                env={"ROCKETCLUSTER_APPLY_MODE": "merge", "ROCKETCLUSTER_TICK_SECONDS": TICK_S},
-                name="operator",
-            )
+            env = {"ROCKETCLUSTER_APPLY_MODE": "merge", "ROCKETCLUSTER_TICK_SECONDS": TICK_S}
+            argv = [sys.executable, "-m", "rocketcluster.operator.main"]
+            if operator_image:
+                argv = self._in_image(operator_image, env)
+            self.operator = self.harness.start_process(argv, env=env, name="operator")
         except BaseException:
-            self.harness.stop()
+            self.close()
             raise
+
+    def _in_image(self, image: str, env: dict[str, str]) -> list[str]:
+        """``buildah run`` of the operator image's entry point as the image's user,
+        with a readable copy of the emulator's kubeconfig (it holds no credentials:
+        plain HTTP on loopback, which the host network reaches)."""
+        name = container_name(self.harness.dir / "operator", image)
+        remove_container(name)
+        self.operator_container = new_container(image, name)
+        source = self.harness.dir / "operator-kubeconfig"
+        source.write_bytes(self.harness.kubeconfig.read_bytes())
+        source.chmod(0o644)
+        return run_argv(
+            name,
+            ["rocketcluster-operator"],
+            volumes=[(str(source), OPERATOR_KUBECONFIG, True)],
+            env={**env, "KUBECONFIG": OPERATOR_KUBECONFIG},
+        )
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
@@ -123,7 +153,12 @@ class EmulatedBackend:
         ]
 
     def close(self) -> None:
-        self.harness.stop()
+        try:
+            self.harness.stop()
+        finally:
+            if self.operator_container is not None:
+                remove_container(self.operator_container)
+                self.operator_container = None
 
     def __enter__(self) -> EmulatedBackend:
         return self
