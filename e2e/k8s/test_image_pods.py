@@ -25,13 +25,14 @@ from rocketcluster.api import kube
 from rocketcluster.api.cluster import controller_image_for
 from rocketcluster.ctl.testing import quiet_official_client
 from rocketcluster.ctl.workload import Workload, audit
-from rocketcluster.e2e.images import procfs, tools
+from rocketcluster.e2e.images import tools
 from rocketcluster.e2e.images.build import BuildError, build_images
 from rocketcluster.e2e.images.catalogue import RUN_AS
 from rocketcluster.e2e.images.plan import Settings, WorkspaceError
 from rocketcluster.e2e.k8s import steps
 from rocketcluster.e2e.k8s.backends import BackendUnavailable, EmulatedBackend
 from rocketcluster.e2e.k8s.operated import OperatedCluster, wait_until
+from rocketcluster.e2e.kube import procfs
 
 from .conftest import MANIFEST, REPO
 

@@ -15,7 +15,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
@@ -25,16 +25,15 @@ from rocketcluster.api.cluster import load_manifest
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.testing import FAST_TUNING, quiet_official_client
 from rocketcluster.ctl.workload import consume, produce
-from rocketcluster.e2e.images import procfs, tools
+from rocketcluster.e2e.images import tools
 from rocketcluster.e2e.images.build import BuildError, Built, build_images
 from rocketcluster.e2e.images.buildah import (
     container_names,
     inspect_image,
-    new_container,
-    remove_container,
     remove_image,
     run_argv,
 )
+from rocketcluster.e2e.images.buildah import working_container as buildah_container
 from rocketcluster.e2e.images.catalogue import IMAGES, RUN_AS
 from rocketcluster.e2e.images.local import in_image
 from rocketcluster.e2e.images.plan import (
@@ -45,6 +44,7 @@ from rocketcluster.e2e.images.plan import (
     parse_pins,
 )
 from rocketcluster.e2e.images.sparklock import workspace_pins
+from rocketcluster.e2e.kube import procfs
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = ROOT / "images"
@@ -117,16 +117,9 @@ def broker_image() -> Built:
     return built
 
 
-@contextmanager
-def working_container(image: str, suffix: str) -> Iterator[str]:
-    """A buildah working container of ``image``, removed when the block ends."""
-    name = f"rc-test-{os.getpid()}-{suffix}"
-    remove_container(name)
-    new_container(image, name)
-    try:
-        yield name
-    finally:
-        remove_container(name)
+def working_container(image: str, suffix: str) -> AbstractContextManager[str]:
+    """A buildah working container of ``image`` for this test, removed afterwards."""
+    return buildah_container(image, f"rc-test-{os.getpid()}-{suffix}")
 
 
 def test_the_broker_image_carries_its_labels_and_runs_as_the_pods_user(

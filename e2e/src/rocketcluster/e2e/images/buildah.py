@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,6 @@ class ImageInfo:
     env: dict[str, str] = field(default_factory=dict)
     entrypoint: list[str] = field(default_factory=list)
     cmd: list[str] = field(default_factory=list)
-    working_dir: str = ""
 
 
 def parse_inspect(data: Mapping[str, Any]) -> ImageInfo:
@@ -47,7 +46,6 @@ def parse_inspect(data: Mapping[str, Any]) -> ImageInfo:
         env=env,
         entrypoint=list(config.get("Entrypoint") or []),
         cmd=list(config.get("Cmd") or []),
-        working_dir=str(config.get("WorkingDir") or ""),
     )
 
 
@@ -100,6 +98,18 @@ def mount_container(name: str) -> Path:
 def remove_container(name: str) -> None:
     with contextlib.suppress(CommandFailed):
         run(buildah("rm", name))
+
+
+@contextlib.contextmanager
+def working_container(image: str, name: str) -> Iterator[str]:
+    """A working container of a local image named ``name`` (one of that name left by
+    a run that was killed is replaced), removed when the block ends."""
+    remove_container(name)
+    new_container(image, name)
+    try:
+        yield name
+    finally:
+        remove_container(name)
 
 
 def container_names() -> set[str]:

@@ -10,6 +10,7 @@ A real cluster is used only when everything it needs is there; otherwise
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -22,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from rocketcluster.e2e.images.buildah import new_container, remove_container, run_argv
+from rocketcluster.e2e.images.buildah import run_argv, working_container
 from rocketcluster.e2e.k8s.rollcheck import PodEvent
 from rocketcluster.e2e.kube.binaries import BinariesUnavailable, ensure_binaries
 from rocketcluster.e2e.kube.harness import HarnessError, KubeHarness
@@ -95,7 +96,7 @@ class EmulatedBackend:
             raise BackendUnavailable(str(exc)) from exc
         self.image: str | None = image
         self.harness = KubeHarness(directory, pod_runtime="image" if image else "process")
-        self.operator_container: str | None = None
+        self._resources = contextlib.ExitStack()
         try:
             self.harness.start()
             self.harness.kubectl("apply", "-f", str(crds))
@@ -113,8 +114,7 @@ class EmulatedBackend:
         with a readable copy of the emulator's kubeconfig (it holds no credentials:
         plain HTTP on loopback, which the host network reaches)."""
         name = container_name(self.harness.dir / "operator", image)
-        remove_container(name)
-        self.operator_container = new_container(image, name)
+        self._resources.enter_context(working_container(image, name))
         source = self.harness.dir / "operator-kubeconfig"
         source.write_bytes(self.harness.kubeconfig.read_bytes())
         source.chmod(0o644)
@@ -153,12 +153,8 @@ class EmulatedBackend:
         ]
 
     def close(self) -> None:
-        try:
+        with self._resources:  # the operator's working container, after its process
             self.harness.stop()
-        finally:
-            if self.operator_container is not None:
-                remove_container(self.operator_container)
-                self.operator_container = None
 
     def __enter__(self) -> EmulatedBackend:
         return self

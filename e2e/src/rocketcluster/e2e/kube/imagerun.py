@@ -49,6 +49,7 @@ from typing import Any
 from rocketcluster.e2e.images import buildah as bh
 from rocketcluster.e2e.images.buildah import ImageInfo
 from rocketcluster.e2e.images.tools import CommandFailed, ToolMissing, require
+from rocketcluster.e2e.kube import procfs
 from rocketcluster.e2e.kube.podenv import ConfigError
 from rocketcluster.e2e.kube.substitute import expand_vars
 
@@ -144,17 +145,6 @@ def container_name(directory: Path, image: str) -> str:
 # --- the process group of a `buildah run` -------------------------------------------
 
 
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                    members.append(int(entry.name))
-    return members
-
-
 def container_processes(pgid: int, buildah_binary: str) -> list[int]:
     """The processes of a ``buildah run``'s group that are the container's own: not
     buildah itself nor its re-executed helpers (chroot runtime, exec), which run the
@@ -164,7 +154,7 @@ def container_processes(pgid: int, buildah_binary: str) -> list[int]:
     except OSError:
         return []
     out = []
-    for pid in _group_members(pgid):
+    for pid in procfs.group_members(pgid):
         try:
             exe = os.stat(f"/proc/{pid}/exe")
         except OSError:

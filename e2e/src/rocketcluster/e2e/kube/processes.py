@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocketcluster.e2e.kube import procfs
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -54,14 +56,7 @@ def live_groups() -> set[int]:
     """The process groups that still have a process that is not a zombie. One pass
     over /proc answers for every record at once; asking per record would read all
     of /proc once per record."""
-    groups: set[int] = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if fields[0] not in ("Z", "X"):
-                    groups.add(int(fields[2]))
-    return groups
+    return {s.pgid for s in procfs.stats() if s.running}
 
 
 def is_zombie(pid: int) -> bool:
@@ -69,7 +64,7 @@ def is_zombie(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    return stat.rsplit(")", 1)[1].split()[0] in procfs.GONE
 
 
 @dataclass(frozen=True)
