@@ -25,6 +25,7 @@ from .conftest import message, small_config
 
 PAGE = 4096
 EVICT_S = 10.0
+COLD_ATTEMPTS = 5
 
 
 def _cached_pages(fd: int, start: int, end: int) -> list[int]:
@@ -174,9 +175,18 @@ async def test_consumer_reads_count_and_scrape_reads_do_not(store_dir: Path) -> 
         for i in range(60):
             assert (await store.put(message(i, queues=1, size=300))).ok
         await store.flush()
-        for seg in store.commitlog.segments:
-            evict(seg.fd)
-        got = store.get_messages("orders", 0, 0, 32)
+        # A cache-only read of an evicted page still starts its I/O (and readahead of
+        # the rest); on a fast disk that I/O can complete before the read looks at the
+        # page, which is then served without waiting: a hit, and so are the records
+        # after it. Seen once in a full `make test`, so a cold pass that met no miss is
+        # tried again with the counts reset.
+        for _ in range(COLD_ATTEMPTS):
+            for seg in store.commitlog.segments:
+                evict(seg.fd)
+            reads.hits = reads.misses = 0
+            got = store.get_messages("orders", 0, 0, 32)
+            if reads.misses:
+                break
         assert [m.queue_offset for m in got.messages] == list(range(32))
         assert reads.hits + reads.misses == 32  # one count per record read
         assert reads.misses >= 1  # at least the first record came from the disk
