@@ -1,0 +1,1 @@
+"""Spark health reports for a rocketcluster: consumer lag, SyncStateSet history, tiering candidates."""
