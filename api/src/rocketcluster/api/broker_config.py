@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from rocketcluster.api.cluster import FlushPolicy, ReplicationSpec
+from rocketcluster.api.stats import DEFAULT_STATS_INTERVAL_SECONDS
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 
 CLIENT_PORT = 8081
@@ -91,6 +92,9 @@ class BrokerProcessConfig(BaseModel):
     messaging: MessagingTuning = Field(default_factory=MessagingTuning)
     ha: HATuning = Field(default_factory=HATuning)
     segment_size: int | None = None
+    # How often the master appends a stats snapshot to the stats topic (api/stats.py);
+    # 0 turns publishing off. Tests and local clusters shorten it (e.g. 1.0).
+    stats_interval_seconds: float = Field(default=DEFAULT_STATS_INTERVAL_SECONDS, ge=0)
     # Keep this pod's ``rocketcluster.io/role`` label current (Kubernetes, replicated
     # groups: the group's client Service selects role=master); needs POD_NAME,
     # POD_NAMESPACE and a service account allowed to patch the pod.

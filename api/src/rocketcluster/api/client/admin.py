@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
+
+from rocketcluster.api.stats import STATS_FORMAT_VERSION, StatsFormatError, StatsSnapshot
 
 
 class AdminError(RuntimeError):
@@ -12,6 +17,41 @@ class AdminError(RuntimeError):
         super().__init__(f"{method} {url} failed ({status}): {detail}")
         self.status = status
         self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSnapshot:
+    """One stats snapshot message: its queue offset in the stats topic, its store time
+    (epoch ms) and the snapshot (or a share of its rows, see api/stats.py)."""
+
+    offset: int
+    store_time: int
+    snapshot: StatsSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPage:
+    """A page of ``GET /v1/stats/snapshots``; ``skipped`` counts bodies the broker
+    could not read as snapshots."""
+
+    min_offset: int
+    max_offset: int
+    next_offset: int
+    snapshots: list[StoredSnapshot]
+    skipped: int
+
+
+def _snapshot(raw: dict[str, Any]) -> StatsSnapshot:
+    version = raw.get("v")
+    if version != STATS_FORMAT_VERSION:
+        raise StatsFormatError(
+            f"stats format v{version} is not v{STATS_FORMAT_VERSION}: "
+            "use the client library of the brokers' release"
+        )
+    try:
+        return StatsSnapshot.model_validate(raw)
+    except ValidationError as exc:
+        raise StatsFormatError(f"stats snapshot does not match the format: {exc}") from exc
 
 
 class AdminClient:
@@ -108,6 +148,45 @@ class AdminClient:
     def stats(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/v1/stats")
         return result
+
+    def stats_snapshots(self, from_offset: int = 0, limit: int = 100) -> SnapshotPage:
+        """Snapshots this broker's group published, from queue offset ``from_offset``
+        (at most ``limit``, 1..1000); continue with ``page.next_offset``."""
+        params = {"fromOffset": from_offset, "limit": limit}
+        raw: dict[str, Any] = self._call("GET", "/v1/stats/snapshots", params=params)
+        return SnapshotPage(
+            min_offset=int(raw["minOffset"]),
+            max_offset=int(raw["maxOffset"]),
+            next_offset=int(raw["nextOffset"]),
+            snapshots=[
+                StoredSnapshot(int(s["offset"]), int(s["storeTime"]), _snapshot(s["snapshot"]))
+                for s in raw["snapshots"]
+            ],
+            skipped=int(raw.get("skipped", 0)),
+        )
+
+    def iter_stats_snapshots(
+        self, from_offset: int = 0, until_offset: int | None = None, page_size: int = 100
+    ) -> Iterator[StoredSnapshot]:
+        """Every snapshot from ``from_offset`` up to ``until_offset`` (exclusive;
+        default: the end when each page was read), page by page."""
+        offset = from_offset
+        while until_offset is None or offset < until_offset:
+            limit = page_size if until_offset is None else min(page_size, until_offset - offset)
+            page = self.stats_snapshots(offset, limit)
+            for stored in page.snapshots:
+                if until_offset is not None and stored.offset >= until_offset:
+                    return
+                yield stored
+            if page.next_offset <= offset:
+                return  # nothing more yet
+            offset = page.next_offset
+
+    def stats_offset(self, time_ms: int) -> int:
+        """The first stats-topic offset stored at or after ``time_ms`` (epoch ms): where
+        a reader of a time window starts."""
+        raw: dict[str, Any] = self._call("GET", "/v1/stats/offset", params={"time": time_ms})
+        return int(raw["offset"])
 
     def metrics(self) -> str:
         result: str = self._call("GET", "/metrics")

@@ -16,6 +16,7 @@ from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.codes import Code, MessagingError
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
+from rocketcluster.broker.stats.reader import MAX_PAGE_MESSAGES, offset_for_time, read_page
 from rocketcluster.broker.store import StoredMessage
 
 PREVIEW_BYTES = 4096
@@ -233,6 +234,7 @@ def create_admin_app(
             "timers": {"pending": rt.timers.pending(), "delivered": rt.timers.delivered},
             "transactions": rt.transactions.counts(),
             "clients": len(rt.clients.sessions()),
+            "statsSnapshots": rt.stats.status(),
             "recovery": {
                 "seconds": report.seconds,
                 "cleanShutdown": report.clean_shutdown,
@@ -242,5 +244,21 @@ def create_admin_app(
                 "warnings": report.warnings,
             },
         }
+
+    @app.get("/v1/stats/snapshots")
+    async def stats_snapshots(
+        from_offset: int = Query(0, alias="fromOffset", ge=0),
+        limit: int = Query(100, ge=1, le=MAX_PAGE_MESSAGES),
+    ) -> dict[str, Any]:
+        """A page of the stats snapshots this group published (queue offsets of the
+        stats topic); continue from ``nextOffset``. Runs on the broker's loop: the
+        store is read where it is written."""
+        return read_page(store, from_offset, limit).to_json()
+
+    @app.get("/v1/stats/offset")
+    async def stats_offset(time_ms: int = Query(..., alias="time", ge=0)) -> dict[str, Any]:
+        """The first stats-topic offset stored at or after ``time`` (epoch ms)."""
+        offset, lo, hi = offset_for_time(store, time_ms)
+        return {"offset": offset, "minOffset": lo, "maxOffset": hi}
 
     return app

@@ -29,6 +29,7 @@ from rocketcluster.broker.messaging.receipt import (
     ReceiptHandle,
     decode_handle,
 )
+from rocketcluster.broker.stats.reads import ReadRecorder
 from rocketcluster.broker.store import MessageStore, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,11 @@ class PopService:
         notifier: ArrivalNotifier,
         tuning: MessagingTuning,
         dead_letter: DeadLetterWriter,
+        reads: ReadRecorder | None = None,
     ) -> None:
         self._store = store
+        # When consumers were last served, per queue and segment (stats snapshots).
+        self._reads = reads
         self._notifier = notifier
         self._tuning = tuning
         self._dead_letter = dead_letter
@@ -225,6 +229,9 @@ class PopService:
                 deliver(offset, msg, 1)
                 if len(out) >= limit:
                     break
+        if out and self._reads is not None:  # once per batch (DESIGN §9)
+            first, last = out[0].message.physical_offset, out[-1].message.physical_offset
+            self._reads.served(topic, qid, first, last, now)
         self._commit(group.name, topic, qid, state)
         for offset, msg, attempts in to_dead_letter:
             if await self._dead_letter(group.name, msg, attempts):

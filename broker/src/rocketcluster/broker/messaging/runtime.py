@@ -34,7 +34,15 @@ from rocketcluster.broker.messaging.send import SendOutcome, SendService
 from rocketcluster.broker.messaging.timers import TimerService
 from rocketcluster.broker.messaging.transactions import TransactionService
 from rocketcluster.broker.metrics import BrokerMetrics, register_store_metrics
-from rocketcluster.broker.store import MessageStore, StoredMessage
+from rocketcluster.broker.stats import ReadRecorder, StatsPublisherService, StatsSources
+from rocketcluster.broker.stats.collect import Identity
+from rocketcluster.broker.store import (
+    MessageStore,
+    MessageToStore,
+    PutResult,
+    PutStatus,
+    StoredMessage,
+)
 
 if TYPE_CHECKING:
     from rocketcluster.broker.ha.role import RoleManager
@@ -69,7 +77,8 @@ class MessagingRuntime:
             max_body=config.max_message_bytes,
             max_delay_s=self.tuning.max_delay_seconds,
         )
-        self.pop = PopService(store, self.notifier, self.tuning, self.dead_letter)
+        self.reads = ReadRecorder(store.commitlog.segment_size)
+        self.pop = PopService(store, self.notifier, self.tuning, self.dead_letter, self.reads)
         self.timers = TimerService(store, config.data_dir / "timers", self.is_master)
         self.transactions = TransactionService(
             store,
@@ -78,6 +87,13 @@ class MessagingRuntime:
             self.tuning,
             self._orphan_message,
             self.is_master,
+        )
+        self.stats = StatsPublisherService(
+            StatsSources(store, self.registry, self.pop.states, self.reads, self.identity),
+            self.write_system,
+            self.is_master,
+            interval_s=config.stats_interval_seconds,
+            max_body=config.max_message_bytes,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.role: RoleManager | None = None
@@ -92,6 +108,7 @@ class MessagingRuntime:
             loop.create_task(self.timers.run(), name="timers"),
             loop.create_task(self.transactions.run(), name="transactions"),
             loop.create_task(self._upkeep(), name="messaging-upkeep"),
+            loop.create_task(self.stats.run(), name="stats-publisher"),
         ]
 
     async def stop(self) -> None:
@@ -202,6 +219,26 @@ class MessagingRuntime:
 
     def is_master(self) -> bool:
         return self.role is None or self.role.is_master()
+
+    def identity(self) -> Identity:
+        cfg = self.config
+        broker_id = self.role.broker_id if self.role is not None else cfg.broker_id
+        return Identity(cfg.cluster, cfg.group, broker_id)
+
+    async def write_system(self, records: Sequence[MessageToStore]) -> PutResult:
+        """Store broker-made records the way sends are stored: refused without enough
+        in-sync replicas, acknowledged once replicated (the stats snapshots)."""
+        gate = self.send.gate
+        refusal = gate.refuse_write() if gate is not None else None
+        if refusal:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=refusal)
+        result = await self.store.put_batch(records)
+        if result.ok and gate is not None:
+            last = result.records[-1]
+            replicated = await gate.wait_replicated(last.physical_offset + last.size)
+            if replicated is not PutStatus.PUT_OK:
+                return PutResult(replicated, result.records, f"replication: {replicated.value}")
+        return result
 
     def forward_to(self) -> str | None:
         """The master's client endpoint when requests must be forwarded there; None on

@@ -222,13 +222,17 @@ class ConsumeQueue:
 
     def entries(self, index: int, count: int) -> list[CqEntry]:
         """Up to ``count`` entries from ``index`` (fewer at the end of a file)."""
+        return [CqEntry._make(t) for t in CQ_UNIT.iter_unpack(self.raw_entries(index, count))]
+
+    def raw_entries(self, index: int, count: int) -> bytes:
+        """Up to ``count`` entries from ``index`` as their ``CQ_UNIT`` bytes (fewer at
+        the end of a file): for scans that decode many entries at once."""
         if index < self.min_index or index >= self.max_index or count <= 0:
-            return []
+            return b""
         f = self._file_for(index, create=False)
         end = min(index + count, self.max_index, f.end_index)
         base = (index - f.start_index) * CQ_UNIT_SIZE
-        data = f.mm[base : base + (end - index) * CQ_UNIT_SIZE]
-        return [CqEntry._make(t) for t in CQ_UNIT.iter_unpack(data)]
+        return f.mm[base : base + (end - index) * CQ_UNIT_SIZE]
 
     def last_entry(self) -> CqEntry | None:
         return self.get(self.max_index - 1)

@@ -1,0 +1,193 @@
+"""Building a StatsSnapshot (api/stats.py) from the store and the consume state.
+
+Plain functions over the store's structures and the time passed in, so tests check
+them on a real store with known answers and the publisher only schedules them.
+
+What is reported: every queue of every topic except the broker's own ``RMQ_SYS_*``
+topics (the stats topic itself, the timer and transaction-half topics, whose records
+no consumer reads directly); retry and dead-letter topics are included. Consumer rows
+come from the live consume state, and from the committed offsets kept in the metadata
+for the groups not seen since this broker started or became master: a stopped consumer
+must keep showing its lag across a restart or a failover.
+
+``retry``: this broker retries in place (POP): a nacked or expired delivery waits in
+its queue for redelivery, and no ``%RETRY%`` topic is written by the broker. A row's
+retry count is therefore its messages waiting for redelivery; on a row of the group's
+own ``%RETRY%<group>`` topic (one an application created) it is everything the group
+has not consumed there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass
+
+from rocketcluster.api.names import SYSTEM_TOPIC_PREFIX, retry_topic
+from rocketcluster.api.stats import ConsumerStats, QueueStats, SegmentStats, StatsSnapshot
+from rocketcluster.api.topics import TopicSpec
+from rocketcluster.broker.messaging.consume_state import QueueConsumeState
+from rocketcluster.broker.stats.reads import ReadRecorder
+from rocketcluster.broker.stats.segments import ShareRow
+from rocketcluster.broker.store import CommitLog, StoreError
+from rocketcluster.broker.store.consumequeue import ConsumeQueue
+from rocketcluster.broker.store.dispatch import ConsumeQueueTable
+from rocketcluster.broker.store.record import HEADER_SIZE, header_store_timestamp
+
+StateKey = tuple[str, str, int]  # consumer group, topic, queue id
+
+
+def reported(topic: str) -> bool:
+    """Whether a topic's queues appear in snapshots (not the broker's own topics)."""
+    return not topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def store_time(clog: CommitLog, offset: int) -> int | None:
+    """Store time (epoch ms) of the record at commit-log ``offset``; None when it is
+    gone (retention) or not a record."""
+    if offset < clog.min_offset:
+        return None
+    try:
+        head = clog.read(offset, HEADER_SIZE)
+    except (OSError, StoreError):
+        return None
+    return header_store_timestamp(head, offset)
+
+
+def entry_store_time(cq: ConsumeQueue | None, index: int, clog: CommitLog) -> int | None:
+    """Store time of message ``index`` of ``cq``; None when the queue has no such one."""
+    if cq is None:
+        return None
+    try:
+        entry = cq.get(index)
+    except (StoreError, ValueError):  # the queue was deleted meanwhile (a deleted topic)
+        return None
+    return None if entry is None else store_time(clog, entry.physical_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where one group stands on one queue."""
+
+    committed: int
+    inflight: int = 0
+    waiting: int = 0  # delivered, visible again, not yet redelivered
+
+
+def positions(
+    states: Mapping[StateKey, QueueConsumeState],
+    offsets: Mapping[StateKey, int],
+    served_groups: Container[str],
+    now_ms: int,
+) -> dict[StateKey, Position]:
+    """Live consume state first; a saved committed offset of a served group otherwise."""
+    out: dict[StateKey, Position] = {}
+    for key, state in states.items():
+        expired = sum(1 for f in state.inflight.values() if f.deadline_ms <= now_ms)
+        out[key] = Position(
+            state.committed, state.inflight_count() - expired, len(state.waiting) + expired
+        )
+    for key, committed in offsets.items():
+        if key not in out and key[0] in served_groups:
+            out[key] = Position(committed)
+    return out
+
+
+def queue_keys(topics: Iterable[TopicSpec], table: ConsumeQueueTable) -> list[tuple[str, int]]:
+    """Every queue of the served topics, and every queue the store holds (a retired
+    topic's messages still take space), without the broker's own topics."""
+    keys = {(t.name, q) for t in topics for q in range(t.queues)}
+    keys.update((cq.topic, cq.queue_id) for cq in table)
+    return sorted(k for k in keys if reported(k[0]))
+
+
+def queue_stats(
+    keys: Iterable[tuple[str, int]], table: ConsumeQueueTable, clog: CommitLog, reads: ReadRecorder
+) -> list[QueueStats]:
+    rows = []
+    for topic, qid in keys:
+        cq = table.get(topic, qid)
+        lo, hi = (cq.min_index, cq.max_index) if cq is not None else (0, 0)
+        rows.append(
+            QueueStats(
+                topic=topic,
+                queue_id=qid,
+                min_offset=lo,
+                max_offset=hi,
+                head_store_time=entry_store_time(cq, lo, clog) if hi > lo else None,
+                tail_store_time=entry_store_time(cq, hi - 1, clog) if hi > lo else None,
+                last_read_time=reads.queue(topic, qid),
+            )
+        )
+    return rows
+
+
+def consumer_stats(
+    where: Mapping[StateKey, Position], table: ConsumeQueueTable, clog: CommitLog
+) -> list[ConsumerStats]:
+    rows = []
+    for (group, topic, qid), pos in sorted(where.items()):
+        if not reported(topic):
+            continue
+        cq = table.get(topic, qid)
+        lo, hi = (cq.min_index, cq.max_index) if cq is not None else (0, 0)
+        # Below the queue's start, retention took what the group never read: its
+        # oldest unconsumed message is the head.
+        oldest = max(pos.committed, lo)
+        own_retry = topic == retry_topic(group)
+        rows.append(
+            ConsumerStats(
+                consumer_group=group,
+                topic=topic,
+                queue_id=qid,
+                committed_offset=pos.committed,
+                min_offset=lo,
+                max_offset=hi,
+                committed_store_time=entry_store_time(cq, oldest, clog) if oldest < hi else None,
+                inflight=pos.inflight,
+                retry=max(0, hi - oldest) if own_retry else pos.waiting,
+            )
+        )
+    return rows
+
+
+def segment_stats(shares: Iterable[ShareRow], reads: ReadRecorder) -> list[SegmentStats]:
+    return [
+        SegmentStats(
+            topic=row.topic,
+            queue_id=row.queue_id,
+            segment=row.segment,
+            bytes=row.share.bytes,
+            messages=row.share.messages,
+            min_store_time=row.share.min_store_time,
+            max_store_time=row.share.max_store_time,
+            last_read_time=reads.segment(row.segment),
+            tiered=False,
+        )
+        for row in shares
+        if reported(row.topic)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    cluster: str
+    broker_group: str
+    broker_id: int
+
+
+def build_snapshot(
+    identity: Identity,
+    now_ms: int,
+    queues: list[QueueStats],
+    consumers: list[ConsumerStats],
+    segments: list[SegmentStats],
+) -> StatsSnapshot:
+    return StatsSnapshot(
+        time=now_ms,
+        cluster=identity.cluster,
+        broker_group=identity.broker_group,
+        broker_id=identity.broker_id,
+        queues=queues,
+        consumers=consumers,
+        segments=segments,
+    )

@@ -1,0 +1,281 @@
+"""StatsPublisherService: the master appends a stats snapshot to the stats topic every
+``statsIntervalSeconds``.
+
+Written through the broker's normal write path (the replication gate, the store, the
+wait for in-sync replicas), so the snapshots are replicated like any data, trimmed by
+the same retention, and a master elected after a failover goes on appending to the
+same topic. Only a master publishes; a slave keeps no counting state worth anything
+(its log may be truncated when it follows a new master), so counting starts over when
+a broker becomes master. A publish that fails (a full disk, the role lost mid-way) is
+logged when the reason changes, retried at the next interval, and never stops the
+service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
+from rocketcluster.api.stats import (
+    STATS_TOPIC,
+    ConsumerStats,
+    QueueStats,
+    SegmentStats,
+    StatsSnapshot,
+    encode_snapshot,
+)
+from rocketcluster.broker.messaging import properties as prop
+from rocketcluster.broker.messaging.consume_state import QueueConsumeState
+from rocketcluster.broker.messaging.registry import TopicRegistry
+from rocketcluster.broker.stats import collect
+from rocketcluster.broker.stats.collect import Identity, StateKey
+from rocketcluster.broker.stats.reads import ReadRecorder
+from rocketcluster.broker.stats.segments import SegmentTracker
+from rocketcluster.broker.store import MessageStore, MessageToStore, PutResult, StoreError
+from rocketcluster.broker.store.record import encode_properties
+
+log = logging.getLogger(__name__)
+
+# Work between two yields to the loop: a broker with many queues keeps serving while
+# a snapshot is built.
+SCAN_CHUNK = 65_536  # consume-queue entries counted
+ROWS_PER_STEP = 1024  # queue or consumer rows built
+STATS_QUEUE = 0
+_PROPERTIES = {prop.MESSAGE_TYPE: str(int(pb.MessageType.NORMAL))}
+
+Writer = Callable[[Sequence[MessageToStore]], Awaitable[PutResult]]
+
+
+class SnapshotTooLargeError(ValueError):
+    """One row does not fit in a message: the broker's maxMessageBytes is too small."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatsSources:
+    """What a snapshot is built from."""
+
+    store: MessageStore
+    registry: TopicRegistry
+    states: Callable[[], Mapping[StateKey, QueueConsumeState]]
+    reads: ReadRecorder
+    identity: Callable[[], Identity]
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """One snapshot appended: its time, messages, rows and what it cost."""
+
+    time: int
+    messages: int
+    rows: int
+    first_offset: int  # queue offset of its first message in the stats topic
+    collect_seconds: float
+    write_seconds: float
+
+
+class StatsPublisherService:
+    def __init__(
+        self,
+        sources: StatsSources,
+        write: Writer,
+        active: Callable[[], bool],
+        *,
+        interval_s: float,
+        max_body: int,
+    ) -> None:
+        if interval_s < 0:
+            raise ValueError(f"statsIntervalSeconds must be >= 0 (0 disables), not {interval_s}")
+        self._sources = sources
+        self._write = write
+        self._active = active
+        self.interval_s = interval_s
+        self.max_body = max_body
+        clog = sources.store.commitlog
+        self.tracker = SegmentTracker(
+            clog.segment_size, lambda offset: collect.store_time(clog, offset)
+        )
+        self.failure: str | None = None  # why the last publish failed, until one works
+        self.last: Published | None = None
+        self._was_active = False
+
+    async def run(self) -> None:
+        """Publish every interval while this broker is master; no-op when disabled."""
+        if self.interval_s == 0:
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time()
+        while True:
+            # A fixed rate (the cost of a snapshot does not push the next one back), as
+            # the readers' windows count snapshots.
+            due = max(due + self.interval_s, loop.time())
+            await asyncio.sleep(due - loop.time())
+            active = self._active()
+            if active and not self._was_active:
+                self.tracker.reset()  # the log may differ from what was counted before
+            self._was_active = active
+            if not active:
+                continue
+            try:
+                published = await self.publish_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._failed(f"{type(exc).__name__}: {exc}", exc)
+                continue
+            if published is not None:
+                self._recovered()
+
+    async def publish_once(self, now_ms: int | None = None) -> Published | None:
+        """Collect and append one snapshot; None (and the reason in ``failure``) when
+        the write was refused."""
+        started = time.monotonic()
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        snapshot = await self.collect(now)
+        bodies = encode_within(snapshot, self.max_body)
+        collected = time.monotonic()
+        topic = self._sources.registry.ensure_system_topic(STATS_TOPIC)
+        messages = [_stats_message(topic.name, body, now) for body in bodies]
+        result = await self._write(messages)
+        if not result.ok:
+            self._failed(f"{result.status.value}: {result.reason}")
+            return None
+        rows = len(snapshot.queues) + len(snapshot.consumers) + len(snapshot.segments)
+        self.last = Published(
+            now,
+            len(messages),
+            rows,
+            result.records[0].queue_offset,
+            collected - started,
+            time.monotonic() - collected,
+        )
+        return self.last
+
+    async def collect(self, now_ms: int) -> StatsSnapshot:
+        src = self._sources
+        store = src.store
+        segments = await self._segment_rows()
+        keys = collect.queue_keys(src.registry.topics(), store.queues)
+        queues = []
+        for start in range(0, len(keys), ROWS_PER_STEP):
+            part = keys[start : start + ROWS_PER_STEP]
+            queues += collect.queue_stats(part, store.queues, store.commitlog, src.reads)
+            await asyncio.sleep(0)
+        served = {g.name for g in src.registry.groups()}
+        where = collect.positions(src.states(), store.metadata.all_offsets(), served, now_ms)
+        positions = sorted(where.items())
+        consumers = []
+        for start in range(0, len(positions), ROWS_PER_STEP):
+            step = dict(positions[start : start + ROWS_PER_STEP])
+            consumers += collect.consumer_stats(step, store.queues, store.commitlog)
+            await asyncio.sleep(0)
+        return collect.build_snapshot(src.identity(), now_ms, queues, consumers, segments)
+
+    async def _segment_rows(self) -> list[SegmentStats]:
+        """Bring the per-segment counts up to date, yielding to the loop between chunks
+        (the first scan after a start reads every consume queue)."""
+        store = self._sources.store
+        reads = self._sources.reads
+        tracker = self.tracker
+        clog = store.commitlog
+        present = [cq for cq in store.queues if collect.reported(cq.topic)]
+        tracker.keep_only((cq.topic, cq.queue_id) for cq in present)
+        reads.forget_queues({(cq.topic, cq.queue_id) for cq in present})
+        budget = SCAN_CHUNK
+        for cq in present:
+            while True:
+                try:
+                    budget -= tracker.advance(cq, clog.min_offset, budget)
+                except (StoreError, ValueError):
+                    break  # the queue went away meanwhile (a deleted topic)
+                if budget > 0:
+                    break  # caught up with this queue
+                budget = SCAN_CHUNK
+                await asyncio.sleep(0)
+        tracker.drop_below(clog.min_offset)
+        reads.forget_segments_below(clog.min_offset)
+        return collect.segment_stats(tracker.rows(), reads)
+
+    def status(self) -> dict[str, object]:
+        """For the admin API: whether snapshots go out, and the last one's cost."""
+        last = self.last
+        return {
+            "intervalSeconds": self.interval_s,
+            "failure": self.failure,
+            "last": None
+            if last is None
+            else {
+                "time": last.time,
+                "messages": last.messages,
+                "rows": last.rows,
+                "offset": last.first_offset,
+                "collectSeconds": round(last.collect_seconds, 6),
+                "writeSeconds": round(last.write_seconds, 6),
+            },
+        }
+
+    def _failed(self, reason: str, exc: BaseException | None = None) -> None:
+        if reason != self.failure:
+            log.warning(
+                "publishing broker stats to %s failed (%s); retrying every %.1fs",
+                STATS_TOPIC,
+                reason,
+                self.interval_s,
+                exc_info=exc,
+            )
+        self.failure = reason
+
+    def _recovered(self) -> None:
+        if self.failure is not None:
+            log.info("publishing broker stats to %s works again", STATS_TOPIC)
+        self.failure = None
+
+
+def _stats_message(topic: str, body: bytes, now_ms: int) -> MessageToStore:
+    msg_id = uuid.uuid4().hex.upper()
+    properties = encode_properties({**_PROPERTIES, prop.MESSAGE_ID: msg_id})
+    return MessageToStore(
+        topic, STATS_QUEUE, body, properties, born_timestamp=now_ms, msg_id=msg_id
+    )
+
+
+def encode_within(snapshot: StatsSnapshot, max_body: int) -> list[bytes]:
+    """``encode_snapshot``'s bodies, with any body larger than ``max_body`` split again
+    by halving its rows (a broker with a small maxMessageBytes)."""
+    out: list[bytes] = []
+    for body in encode_snapshot(snapshot):
+        if len(body) <= max_body:
+            out.append(body)
+            continue
+        part = StatsSnapshot.model_validate_json(body)
+        rows: list[QueueStats | ConsumerStats | SegmentStats] = [
+            *part.queues,
+            *part.consumers,
+            *part.segments,
+        ]
+        if len(rows) <= 1:
+            raise SnapshotTooLargeError(
+                f"a stats snapshot row takes {len(body)} bytes, more than maxMessageBytes "
+                f"{max_body}: raise maxMessageBytes"
+            )
+        half = len(rows) // 2
+        for chunk in (rows[:half], rows[half:]):
+            out += encode_within(_with_rows(part, chunk), max_body)
+    return out
+
+
+def _with_rows(
+    snapshot: StatsSnapshot, rows: list[QueueStats | ConsumerStats | SegmentStats]
+) -> StatsSnapshot:
+    return snapshot.model_copy(
+        update={
+            "queues": [r for r in rows if isinstance(r, QueueStats)],
+            "consumers": [r for r in rows if isinstance(r, ConsumerStats)],
+            "segments": [r for r in rows if isinstance(r, SegmentStats)],
+        }
+    )
