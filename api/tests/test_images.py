@@ -1,10 +1,15 @@
-"""Which image a controller member runs when the manifest names only the brokers'."""
+"""Which images a controller member and the health reports run when the manifest
+names only the brokers'."""
 
 from __future__ import annotations
 
 import pytest
 
-from rocketcluster.api.cluster import RocketClusterSpec, controller_image_for
+from rocketcluster.api.cluster import (
+    RocketClusterSpec,
+    controller_image_for,
+    spark_jobs_image_for,
+)
 
 
 @pytest.mark.parametrize(
@@ -32,3 +37,30 @@ def test_an_explicit_controller_image_wins() -> None:
     )
     assert spec.controller_image() == "c:2"
     assert RocketClusterSpec().controller_image().endswith("/rocketcluster-controller:0.1.0")
+
+
+@pytest.mark.parametrize(
+    ("broker", "spark"),
+    [
+        (
+            "ghcr.io/rocketcluster/rocketcluster-broker:0.1.0",
+            "ghcr.io/rocketcluster/rocketcluster-spark-jobs:0.1.0",
+        ),
+        ("localhost:5000/rocketcluster-broker:dev", "localhost:5000/rocketcluster-spark-jobs:dev"),
+        ("rocketcluster-broker", "rocketcluster-spark-jobs"),
+        # A broker image carries no Java or Spark: never its own twin.
+        ("ghcr.io/acme/messaging:2.0", None),
+        ("ghcr.io/rocketcluster/rocketcluster-broker@sha256:" + "a" * 64, None),
+    ],
+)
+def test_spark_jobs_twin(broker: str, spark: str | None) -> None:
+    assert spark_jobs_image_for(broker) == spark
+
+
+def test_the_health_reports_image_is_the_given_one_or_the_twin() -> None:
+    released = RocketClusterSpec.model_validate({"healthReports": {}})
+    assert released.health_reports_image().endswith("/rocketcluster-spark-jobs:0.1.0")
+    own = RocketClusterSpec.model_validate(
+        {"image": "acme/broker:1", "healthReports": {"image": "acme/spark:1"}}
+    )
+    assert own.health_reports_image() == "acme/spark:1"

@@ -43,7 +43,6 @@ from rocketcluster.e2e.images.plan import (
     merge_pins,
     parse_pins,
 )
-from rocketcluster.e2e.images.sparklock import workspace_pins
 from rocketcluster.e2e.kube import procfs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,17 +89,21 @@ def test_every_deployable_has_a_containerfile_and_nothing_else_does() -> None:
     assert found == {s.name for s in IMAGES}
 
 
-def test_the_spark_pins_agree_with_the_lock_file() -> None:
-    """Packages that both uv.lock and the Spark image's compiled pins name get one
-    version (the image installs the two sets side by side)."""
-    spark = IMAGES_DIR / "spark-jobs" / "requirements.txt"
+def test_the_spark_image_gets_pyspark_and_its_arrow_stack_from_the_lock_file() -> None:
+    """The Spark jobs image installs rocketcluster-jobs' locked pins (uv export): PySpark
+    4 with py4j, pyarrow and pandas 2 (PySpark 4.3 warns at every conversion with 3),
+    and nothing pinned twice."""
+    (spec,) = [s for s in IMAGES if s.name == "spark-jobs"]
     try:
-        merge_pins(
-            parse_pins(workspace_pins(ROOT), "uv export --all-packages"),
-            parse_pins(spark.read_text(), str(spark)),
-        )
+        sets = [
+            parse_pins(tools.uv_export(ROOT, package), f"uv export --package {package}")
+            for package in spec.lock_packages
+        ]
+        pins = {p.name: p.version for p in merge_pins(*sets)}
     except RequirementsError as exc:
         pytest.fail(str(exc))
+    assert pins["pyspark"].startswith("4.") and "py4j" in pins and "pyarrow" in pins
+    assert pins["pandas"].startswith("2.")
 
 
 # --- the broker image, built once ----------------------------------------------------

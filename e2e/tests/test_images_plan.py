@@ -20,6 +20,7 @@ from rocketcluster.e2e.images.catalogue import (
     BASE,
     BASE_JRE,
     IMAGES,
+    PYTHON_VERSION,
     RUN_AS,
     ImageSpec,
     UnknownImage,
@@ -52,7 +53,7 @@ from rocketcluster.e2e.images.plan import (
     wheelhouse_key,
     workspace_version,
 )
-from rocketcluster.operator.render import pods, render_cluster
+from rocketcluster.operator.render import health_reports, pods, render_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = Workspace(root=ROOT, version="1.2.3", revision="abc123", licenses="NOASSERTION")
@@ -240,7 +241,7 @@ def test_pins_merge_into_one_sorted_list_and_conflicts_say_what_to_do() -> None:
     merged = merge_pins([Pin("b", "1"), Pin("a", "2")], [Pin("b", "1")])
     assert merged == [Pin("a", "2"), Pin("b", "1")]
     assert render_requirements(merged) == "a==2\nb==1\n"
-    with pytest.raises(RequirementsError, match=r"pinned to both 1 and 2.*lock-spark"):
+    with pytest.raises(RequirementsError, match=r"pinned to both 1 and 2.*one uv\.lock"):
         merge_pins([Pin("b", "1")], [Pin("b", "2")])
 
 
@@ -359,10 +360,26 @@ def test_broker_and_controller_images_start_what_the_operator_s_pods_run() -> No
     assert 'ENTRYPOINT ["rocketcluster-operator"]' in containerfile("operator")
 
 
-def test_the_spark_pins_are_exact_and_hold_pyspark_4_and_pyarrow() -> None:
-    path = ROOT / "images" / "spark-jobs" / "requirements.txt"
-    pins = {p.name: p.version for p in parse_pins(path.read_text(), str(path))}
-    assert pins["pyspark"].startswith("4.") and "pyarrow" in pins and "py4j" in pins
+def test_the_spark_image_installs_the_jobs_and_runs_what_the_cron_job_names() -> None:
+    """The image holds rocketcluster-jobs with its locked dependencies (PySpark among
+    them), and the paths the operator's CronJob uses are the image's: spark-submit on
+    PATH, the entry point's file and the Python the workers run on."""
+    (spec,) = select(["spark-jobs"])
+    assert spec.lock_packages == ("rocketcluster-jobs",)
+    assert "rocketcluster-jobs" in spec.project
+    text = containerfile("spark-jobs")
+    assert f"ROCKETCLUSTER_JOBS_RUN={health_reports.ENTRY_POINT}" in text
+    assert f"PYSPARK_PYTHON={health_reports.IMAGE_PYTHON}" in text
+    assert "PATH=/opt/rocketcluster/bin:" in text
+    assert f"python{PYTHON_VERSION}/site-packages/" in health_reports.ENTRY_POINT
+    cluster = load_manifest(ROOT / "examples" / "health-reports.yaml")
+    (cron_job,) = [o for o in render_cluster(cluster) if o["kind"] == "CronJob"]
+    (container,) = cron_job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["spark-submit"]
+    assert health_reports.ENTRY_POINT in container["args"]
+    # The entry point is where the installed package puts it.
+    source = ROOT / "spark-jobs" / "src" / "rocketcluster" / "jobs" / "run.py"
+    assert source.is_file(), "the CronJob runs rocketcluster/jobs/run.py"
 
 
 def test_pip_is_found_from_inside_a_virtualenv_that_has_none(tmp_path: Path) -> None:

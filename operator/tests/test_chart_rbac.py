@@ -22,8 +22,8 @@ from rocketcluster.e2e.chart import (
     operand_objects,
     real_helm,
 )
+from rocketcluster.operator import prune
 from rocketcluster.operator.kube.client import PLURALS
-from rocketcluster.operator.render import monitoring
 
 OPERATOR_SRC = REPO / "operator" / "src" / "rocketcluster" / "operator"
 
@@ -62,9 +62,10 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
     ("", "pods"): {"list", "delete", "get", "patch"},
     # Applied (apply.py: patch, and create in merge mode); deleted by _remove_group.
     ("", "services"): {"create", "patch", "delete"},
-    # Also monitoring objects (render/monitoring.py): listed to find the stale ones,
-    # which are deleted.
+    # Also monitoring and health report objects (prune.py): listed to find the stale
+    # ones, which are deleted.
     ("", "configmaps"): {"list", "create", "patch", "delete"},
+    ("batch", "cronjobs"): {"list", "create", "patch", "delete"},
     ("monitoring.coreos.com", "podmonitors"): {"list", "create", "patch", "delete"},
     ("monitoring.coreos.com", "prometheusrules"): {"list", "create", "patch", "delete"},
     ("policy", "poddisruptionbudgets"): {"create", "patch", "delete"},
@@ -78,7 +79,7 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
 }
 # Kinds the client knows (PLURALS) that no code calls today: no permission for them.
 # The test below proves that nothing outside kube/client.py names them.
-NOT_CALLED = {"Secret", "CronJob", "ServiceMonitor"}
+NOT_CALLED = {"Secret", "ServiceMonitor"}
 # kopf's observers, cluster-scoped (observation.py): CRDs always, namespaces only when
 # it watches listed namespaces (it resolves them; cluster-wide it never lists them).
 DISCOVERY_CLUSTER_WIDE: set[Permission] = {
@@ -183,11 +184,12 @@ def test_every_kind_the_client_knows_has_rbac_or_no_caller() -> None:
                 )
 
 
-def test_the_operator_may_remove_monitoring_a_flag_no_longer_asks_for() -> None:
-    """The reconciler lists each monitoring kind by its owner labels and deletes the
-    objects no longer rendered (render/monitoring.py)."""
+@pytest.mark.parametrize("part", prune.SWITCHABLE, ids=lambda p: p.component)
+def test_the_operator_may_remove_what_the_spec_no_longer_asks_for(part: prune.Switchable) -> None:
+    """The reconciler lists each kind of monitoring and health reports by its owner
+    labels and deletes the objects no longer rendered (prune.py)."""
     calls = _calls()
-    for api_version, kind in monitoring.KINDS:
+    for api_version, kind in part.kinds:
         group, resource = _kind_resource(api_version, kind)
         assert {(group, resource, "list"), (group, resource, "delete")} <= calls, kind
 

@@ -7,6 +7,9 @@ The operator's permissions, derived from what it calls (and nothing more):
   kinds it handles, events it posts; standalone=True, so no kopf peering objects;
 - render/monitoring.py: a cluster's PodMonitor, PrometheusRule and dashboard
   ConfigMaps, listed to delete those its spec.monitoring no longer asks for;
+- render/health_reports.py: a cluster's health report CronJob and price-table
+  ConfigMap, listed to delete them when spec.healthReports goes (prune.py), and the
+  reports' volume (applied, never deleted);
 - the RBAC escalation rule: the operator creates a Role letting each broker get and
   patch its own pod (render/brokers.py pod_label_rbac) and binds it, so it must hold
   those permissions itself.
@@ -44,9 +47,9 @@ that every call is allowed and that nothing else is.
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["create", "patch", "delete"]
-# ConfigMaps also hold a cluster's Grafana dashboards (spec.monitoring): the operator
-# lists its monitoring objects to delete those a flag no longer asks for
-# (render/monitoring.py KINDS, stale).
+# ConfigMaps also hold a cluster's Grafana dashboards (spec.monitoring) and its
+# health reports' price table (spec.healthReports): the operator lists them to delete
+# those the spec no longer asks for (prune.py).
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["list", "create", "patch", "delete"]
@@ -55,8 +58,9 @@ that every call is allowed and that nothing else is.
 - apiGroups: ["monitoring.coreos.com"]
   resources: ["podmonitors", "prometheusrules"]
   verbs: ["list", "create", "patch", "delete"]
-# Rendered and applied: controller members' volumes and the pods' service accounts.
-# Volumes are never deleted by the operator (the StatefulSet's retention policy is).
+# Rendered and applied: controller members' and health reports' volumes and the pods'
+# service accounts. Volumes are never deleted by the operator (the StatefulSet's
+# retention policy or the owner reference is what deletes them).
 - apiGroups: [""]
   resources: ["persistentvolumeclaims", "serviceaccounts"]
   verbs: ["create", "patch"]
@@ -68,6 +72,11 @@ that every call is allowed and that nothing else is.
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["list", "create", "patch"]
+# The Spark health reports (spec.healthReports): applied, listed and deleted when
+# healthReports is removed (prune.py).
+- apiGroups: ["batch"]
+  resources: ["cronjobs"]
+  verbs: ["list", "create", "patch", "delete"]
 # Applied with each group and the controllers; a removed group's is deleted.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]

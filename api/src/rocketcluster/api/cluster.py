@@ -174,10 +174,127 @@ class MonitoringSpec(_Model):
     grafana_dashboards: bool = False
 
 
+# Five cron fields (minute hour day-of-month month day-of-week) as a CronJob takes
+# them, or one of its macros; no TZ= prefix (that is timeZone).
+CRON_PATTERN = (
+    r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)"
+    r"|[0-9A-Za-z*?/,-]+( +[0-9A-Za-z*?/,-]+){4})$"
+)
+
+
+class HealthReportPrices(_Model):
+    """Storage prices for the tiering job's projected savings, in one currency per
+    GB-month; the jobs' own price table is used when this is not given."""
+
+    local_gb_month: float = Field(ge=0, description="the brokers' local disks, per GB-month")
+    object_gb_month: float = Field(
+        ge=0, description="the tiered storage backend (object storage), per GB-month"
+    )
+
+
+class HealthReportStorageSpec(_Model):
+    """The volume the operator makes for the reports when ``output`` names none."""
+
+    size: Quantity = "5Gi"
+    storage_class_name: str | None = None
+    when_deleted: ClaimRetention = Field(
+        default=ClaimRetention.RETAIN,
+        description=(
+            "the reports' volume when the RocketCluster is deleted: Retain keeps it (it is "
+            "never deleted when healthReports alone is removed)"
+        ),
+    )
+
+
 class HealthReportsSpec(_Model):
-    schedule: str = "0 * * * *"
-    jobs: list[HealthJob] = Field(default_factory=lambda: list(ALL_HEALTH_JOBS))
-    output: str = ""
+    """Scheduled Spark health reports (consumer lag, SyncStateSet history, tiering
+    candidates): a CronJob that runs spark-submit in local mode inside its pod, reads
+    the cluster through the controllers' admin API and writes each report (HTML, JSON
+    summary, Parquet) to a volume. Removing healthReports removes the CronJob; the
+    reports stay."""
+
+    schedule: str = Field(
+        default="0 * * * *",
+        pattern=CRON_PATTERN,
+        max_length=128,
+        description=(
+            "when to run, in cron syntax: five fields (minute hour day-of-month month "
+            "day-of-week) or a macro such as @hourly"
+        ),
+    )
+    time_zone: str | None = Field(
+        default=None,
+        max_length=64,
+        description=(
+            "the IANA time zone the schedule is read in (e.g. Europe/Berlin); default: "
+            "the Kubernetes controller manager's, usually UTC"
+        ),
+    )
+    jobs: list[HealthJob] = Field(
+        default_factory=lambda: list(ALL_HEALTH_JOBS),
+        min_length=1,
+        max_length=len(ALL_HEALTH_JOBS),
+        description="which jobs to run: lag, sss-history, tiering (each at most once)",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    output: str = Field(
+        default="",
+        max_length=253,
+        pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$",
+        description=(
+            "the name of an existing PersistentVolumeClaim in the cluster's namespace to "
+            "write the reports to (each run in <timestamp>/, latest pointing at the newest); "
+            "empty: the operator makes one, <cluster>-health-reports, as storage says"
+        ),
+    )
+    storage: HealthReportStorageSpec = Field(default_factory=HealthReportStorageSpec)
+    image: str = Field(
+        default="",
+        max_length=512,
+        description=(
+            "the image the CronJob runs; empty: the rocketcluster-spark-jobs image released "
+            "with spec.image (same registry and tag). Required when spec.image is not a "
+            "rocketcluster-broker image"
+        ),
+    )
+    history_hours: float = Field(
+        default=24.0, gt=0, le=24 * 366, description="how far back each report reads"
+    )
+    prices: HealthReportPrices | None = None
+    driver_memory: str = Field(
+        default="1g",
+        pattern=r"^[0-9]+[kmgt]?$",
+        description=(
+            "the Spark driver's JVM heap (spark-submit --driver-memory, e.g. 1g); leave "
+            "room in resources.limits.memory for the Python workers"
+        ),
+    )
+    resources: ResourcesSpec = Field(
+        default_factory=lambda: ResourcesSpec(
+            requests={"cpu": "1", "memory": "2Gi"}, limits={"memory": "2Gi"}
+        )
+    )
+    active_deadline_seconds: int = Field(
+        default=3600,
+        ge=60,
+        description="a run still going after this long is stopped (and counts as failed)",
+    )
+    successful_jobs_history_limit: int = Field(
+        default=3, ge=0, le=100, description="successful runs (Jobs) kept, for their logs"
+    )
+    failed_jobs_history_limit: int = Field(
+        default=1, ge=0, le=100, description="failed runs (Jobs) kept, for their logs"
+    )
+    suspend: bool = Field(
+        default=False, description="pause the schedule (a run in progress goes on)"
+    )
+
+    @model_validator(mode="after")
+    def _jobs_once(self) -> Self:
+        dupes = sorted({j for j in self.jobs if self.jobs.count(j) > 1})
+        if dupes:
+            raise ValueError(f"healthReports.jobs names {', '.join(dupes)} twice")
+        return self
 
 
 class SecuritySpec(_Model):
@@ -202,24 +319,55 @@ BROKER_IMAGE_NAME = "rocketcluster-broker"
 CONTROLLER_IMAGE_NAME = "rocketcluster-controller"
 
 
+SPARK_JOBS_IMAGE_NAME = "rocketcluster-spark-jobs"
+# spec.image values that name one of our broker images (by tag, not digest): their
+# twins can be derived. The CEL rule below says the same as _twin.
+OUR_BROKER_IMAGE = rf"^([^@]*/)?{BROKER_IMAGE_NAME}(:[^/@]+)?$"
+
+
+def _twin(broker_image: str, name: str) -> str | None:
+    """``broker_image`` with the repository's last part renamed to ``name`` (same
+    registry, path and tag), or None when it is not one of ours or is pinned by
+    digest (a digest names one image: it cannot be renamed)."""
+    if "@" in broker_image:
+        return None
+    head, slash, last = broker_image.rpartition("/")
+    repo, colon, tag = last.partition(":")
+    if repo != BROKER_IMAGE_NAME:
+        return None
+    return f"{head}{slash}{name}{colon}{tag}"
+
+
 def controller_image_for(broker_image: str) -> str:
     """The controller image released with ``broker_image``: the same registry, path and
     tag with the repository's last part renamed. Brokers and
     controllers ship as two images from one build, so changing ``spec.image`` to a new
     release rolls both; an image not named like ours is taken to carry both programs."""
-    if "@" in broker_image:
-        return broker_image  # a digest names one image: it cannot be renamed
-    head, slash, last = broker_image.rpartition("/")
-    repo, colon, tag = last.partition(":")
-    if repo != BROKER_IMAGE_NAME:
-        return broker_image
-    return f"{head}{slash}{CONTROLLER_IMAGE_NAME}{colon}{tag}"
+    return _twin(broker_image, CONTROLLER_IMAGE_NAME) or broker_image
+
+
+def spark_jobs_image_for(broker_image: str) -> str | None:
+    """The Spark jobs image released with ``broker_image`` (the same build, registry
+    and tag), so a new ``spec.image`` moves the reports along; None when it cannot be
+    derived — a broker image carries no Java or Spark, so it is never the answer."""
+    return _twin(broker_image, SPARK_JOBS_IMAGE_NAME)
 
 
 _CLUSTER_RULES: JsonValue = [
     {
         "rule": "self.brokers.replicas == 1 || self.controller.replicas > 0",
         "message": "replicated broker groups need controllers (controller.replicas 1, 3 or 5)",
+    },
+    {
+        "rule": "!has(self.healthReports) || self.controller.replicas > 0",
+        "message": "healthReports read the cluster through its controllers (controller.replicas "
+        "1, 3 or 5)",
+    },
+    {
+        "rule": "!has(self.healthReports) || self.healthReports.image != '' "
+        f"|| self.image.matches('{OUR_BROKER_IMAGE}')",
+        "message": "healthReports.image is needed when spec.image is not a "
+        f"{BROKER_IMAGE_NAME} image by tag (its {SPARK_JOBS_IMAGE_NAME} twin cannot be derived)",
     },
 ]
 
@@ -230,6 +378,7 @@ class RocketClusterSpec(_Model):
     image: str = Field(
         default=DEFAULT_IMAGE,
         min_length=1,
+        max_length=512,
         description=(
             "the brokers' image (and, unless controller.image is set, the controllers' "
             "through its rocketcluster-controller twin); changing it rolls the cluster"
@@ -257,6 +406,24 @@ class RocketClusterSpec(_Model):
         return self
 
     @model_validator(mode="after")
+    def _health_reports_can_run(self) -> Self:
+        reports = self.health_reports
+        if reports is None:
+            return self
+        if self.controller.replicas == 0:
+            raise ValueError(
+                "healthReports read the cluster through its controllers "
+                "(controller.replicas 1, 3 or 5)"
+            )
+        if not reports.image and spark_jobs_image_for(self.image) is None:
+            raise ValueError(
+                f"healthReports.image is needed: spec.image {self.image!r} is not a "
+                f"{BROKER_IMAGE_NAME} image by tag, so its {SPARK_JOBS_IMAGE_NAME} twin "
+                "cannot be derived"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _unique_names(self) -> Self:
         for kind, names in (
             ("topic", [t.name for t in self.topics]),
@@ -271,6 +438,17 @@ class RocketClusterSpec(_Model):
         """The image controller members run: ``controller.image``, or the controller
         twin of ``image`` (:func:`controller_image_for`)."""
         return self.controller.image or controller_image_for(self.image)
+
+    def health_reports_image(self) -> str:
+        """The image the health report CronJob runs: ``healthReports.image``, or the
+        Spark jobs twin of ``image`` (:func:`spark_jobs_image_for`); the validators
+        make sure one of them exists."""
+        reports = self.health_reports or HealthReportsSpec()
+        derived = spark_jobs_image_for(self.image)
+        image = reports.image or derived
+        if not image:
+            raise ValueError("healthReports.image is needed (spec.image has no Spark twin)")
+        return image
 
 
 class ObjectMeta(_Model):

@@ -130,7 +130,7 @@ def operand_objects() -> list[dict[str, Any]]:
     """Everything the operator renders for the repository's example clusters, with
     every monitoring option on and a uid (as the API server gives it)."""
     objects = []
-    for name in ("cluster.yaml", "standalone.yaml"):
+    for name in ("cluster.yaml", "standalone.yaml", "health-reports.yaml"):
         data = load_manifest(REPO / "examples" / name).model_dump(mode="json", by_alias=True)
         data["spec"]["monitoring"] = dict.fromkeys(data["spec"]["monitoring"], True)
         data["metadata"]["uid"] = "0b8e1f8e-0000-4000-8000-000000000000"

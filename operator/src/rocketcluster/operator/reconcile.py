@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from rocketcluster.api import kube
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.status import RocketClusterStatus, merge_conditions, now_rfc3339
+from rocketcluster.operator import prune
 from rocketcluster.operator.admin import AdminError, ControllerAdmin
 from rocketcluster.operator.kube.apply import Applier, digest
 from rocketcluster.operator.kube.client import KubeApiError, KubeClient
@@ -35,7 +36,7 @@ from rocketcluster.operator.orchestrate.scale import (
     replica_scale_in_step,
 )
 from rocketcluster.operator.orchestrate.steps import Step, StepKind, blocked, done, wait
-from rocketcluster.operator.render import monitoring, render_cluster
+from rocketcluster.operator.render import render_cluster
 from rocketcluster.operator.render.brokers import client_endpoint
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ class ClusterMemory:
     attempts: Attempts = field(default_factory=Attempts)
     roll_started: dict[str, float] = field(default_factory=dict)
     last_status: str = ""
-    monitoring: frozenset[tuple[str, str, str]] | None = None  # rendered at the last prune
+    # Per switchable part (prune.SWITCHABLE): what was rendered at its last prune.
+    pruned: dict[str, frozenset[prune.ObjectKey]] = field(default_factory=dict)
     last_prune: float = 0.0
 
 
@@ -102,7 +104,7 @@ class ClusterReconciler:
         # 3. apply what needs no orchestration; workloads as the orchestration allows
         steps: dict[str, Step] = {}
         await self._apply(cluster, rendered, observed, memory, steps)
-        await self._prune_monitoring(cluster, rendered, memory)
+        await self._prune(cluster, rendered, memory)
         # 4. topics and consumer groups of the manifest into the catalogue
         await self._sync_catalogue(cluster, observed)
         # 5. controllers first, then groups, one at a time
@@ -188,20 +190,23 @@ class ClusterReconciler:
                 obj["spec"]["replicas"] = have
         return obj
 
-    async def _prune_monitoring(
+    async def _prune(
         self, cluster: RocketCluster, rendered: list[dict[str, Any]], memory: ClusterMemory
     ) -> None:
-        """Delete monitoring objects a ``spec.monitoring`` flag no longer asks for: when
-        what is rendered changed, and at every full apply."""
-        wanted = [o for o in rendered if _is_monitoring(o)]
-        keys = frozenset(monitoring.object_key(o) for o in wanted)
+        """Delete the monitoring and health report objects the spec no longer asks
+        for: for a part whose rendered objects changed, and for all at every full
+        apply."""
         due = time.monotonic() - memory.last_prune > FULL_APPLY_EVERY_S
-        if keys == memory.monitoring and not due:
-            return
-        for key in await prune_monitoring(self._client, cluster, wanted):
-            self._events("Normal", "MonitoringRemoved", f"{key[1]}/{key[2]}")
-        memory.monitoring = keys
-        memory.last_prune = time.monotonic()
+        for part in prune.SWITCHABLE:
+            wanted = [o for o in rendered if prune.belongs(o, part)]
+            keys = frozenset(prune.object_key(o) for o in wanted)
+            if keys == memory.pruned.get(part.component) and not due:
+                continue
+            for key in await prune.prune(self._client, cluster, part, wanted):
+                self._events("Normal", part.removed_reason, f"{key[1]}/{key[2]}")
+            memory.pruned[part.component] = keys
+        if due:
+            memory.last_prune = time.monotonic()
 
     # -- 4. catalogue -----------------------------------------------------------------
 
@@ -461,36 +466,17 @@ async def put_missing(
             await admin.put("consumer-groups", group["name"], group)
 
 
-def _is_monitoring(obj: dict[str, Any]) -> bool:
-    labels = obj["metadata"].get("labels") or {}
-    return labels.get(kube.LABEL_COMPONENT) == monitoring.COMPONENT
-
-
 def _monitoring_unavailable(api_version: str, exc: KubeApiError) -> bool:
     """A Prometheus-operator kind the API does not serve (404) or let us use (403)."""
-    return api_version == monitoring.MONITORING_API and exc.status in (403, 404)
+    return prune.unavailable(prune.MONITORING, api_version, exc)
 
 
 async def prune_monitoring(
     client: KubeClient, cluster: RocketCluster, wanted: list[dict[str, Any]]
 ) -> list[tuple[str, str, str]]:
-    """Delete the cluster's monitoring objects (:func:`monitoring.owner_selector`) that
-    are not in ``wanted``; kinds the API does not serve or let us list are skipped.
-    Returns what was deleted."""
-    ns = cluster.metadata.namespace
-    selector = monitoring.owner_selector(cluster)
-    removed = []
-    for api_version, kind in monitoring.KINDS:
-        try:
-            live = await client.list(api_version, kind, ns, selector)
-        except KubeApiError as exc:
-            if _monitoring_unavailable(api_version, exc):
-                continue
-            raise
-        for obj in monitoring.stale(live, wanted):
-            if await client.delete(api_version, kind, ns, obj["metadata"]["name"]):
-                removed.append(monitoring.object_key(obj))
-    return removed
+    """Delete the cluster's monitoring objects that are not in ``wanted`` (see
+    :func:`prune.prune`). Returns what was deleted."""
+    return await prune.prune(client, cluster, prune.MONITORING, wanted)
 
 
 def _template_hash(workload: dict[str, Any]) -> str | None:

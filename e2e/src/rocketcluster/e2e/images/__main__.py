@@ -1,9 +1,8 @@
 """``python -m rocketcluster.e2e.images``: build the container images (``make
-images``), or recompile the Spark image's pins.
+images``).
 
     build [--only broker,controller] [--out DIR] [--registry R [--push]]
           [--base IMAGE] [--jre-base IMAGE]
-    lock-spark
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ from pathlib import Path
 from rocketcluster.e2e.images.build import BuildError, build_images
 from rocketcluster.e2e.images.catalogue import IMAGES, UnknownImage
 from rocketcluster.e2e.images.plan import RequirementsError, Settings, WorkspaceError
-from rocketcluster.e2e.images.sparklock import compile_spark_requirements
 from rocketcluster.e2e.images.tools import CommandFailed, ToolMissing
-from rocketcluster.e2e.images.workspace import find_root
 
 EXPECTED = (
     BuildError,
@@ -49,16 +46,12 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--push", action="store_true", help="push the registry tags")
     build.add_argument("--base", default=None, help="base image instead of the Debian one")
     build.add_argument("--jre-base", default=None, help="base image (with Java) for Spark")
-    sub.add_parser("lock-spark", help="recompile images/spark-jobs/requirements.txt")
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        if args.command == "lock-spark":
-            print(compile_spark_requirements(find_root()))
-            return 0
         settings = Settings(
             only=args.only,
             out=args.out.resolve() if args.out else None,

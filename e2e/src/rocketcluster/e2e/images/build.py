@@ -138,12 +138,7 @@ class Builder:
         return self._exports[package]
 
     def image_pins(self, plan: ImagePlan) -> list[Pin]:
-        sets = [self.exported(p) for p in plan.spec.lock_packages]
-        extra = plan.spec.extra_requirements
-        if extra:
-            path = self.workspace.root / "images" / extra
-            sets.append(parse_pins(path.read_text(), str(path)))
-        return merge_pins(*sets)
+        return merge_pins(*(self.exported(p) for p in plan.spec.lock_packages))
 
     def ensure_wheelhouse(self, plans: list[ImagePlan]) -> Path:
         """A pool of wheels for the lock file: what the plans need and is not in it

@@ -3,9 +3,8 @@
 Each image's Containerfile is ``images/<name>/Containerfile``; its context is made by
 the builder: ``requirements.txt`` (the third-party pins it installs) and ``wheels/``
 (those pins' wheels and the workspace's own). Which pins an image gets is said here
-as workspace packages whose locked dependencies it needs (``uv export --package``)
-plus, for PySpark, which is not in the workspace yet, a compiled requirements file
-next to its Containerfile.
+as workspace packages whose locked dependencies it needs (``uv export --package``):
+all of them come from uv.lock, PySpark included (through ``rocketcluster-jobs``).
 """
 
 from __future__ import annotations
@@ -56,7 +55,6 @@ class ImageSpec:
     base: BaseSpec
     lock_packages: tuple[str, ...]  # workspace packages whose locked pins go in
     project: tuple[str, ...]  # workspace distributions installed from their wheels
-    extra_requirements: str | None = None  # a pinned file, relative to images/
 
     @property
     def containerfile(self) -> str:
@@ -92,9 +90,8 @@ IMAGES: tuple[ImageSpec, ...] = (
         name="spark-jobs",
         title="rocketcluster-spark-jobs",
         base=BASE_JRE,
-        lock_packages=("rocketcluster-api",),
-        project=("rocketcluster-api",),
-        extra_requirements="spark-jobs/requirements.txt",
+        lock_packages=("rocketcluster-jobs",),
+        project=("rocketcluster-api", "rocketcluster-jobs"),
     ),
 )
 

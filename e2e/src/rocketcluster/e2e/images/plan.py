@@ -4,9 +4,9 @@ Given the catalogue, the workspace's facts (version, git revision, licence) and 
 user's settings, :func:`plan_images` says per image: its tag, base, build arguments,
 the OCI labels it will carry, where it is pushed and archived. The helpers below
 compute the commands' arguments and the cache keys: a base tarball is keyed by its
-mmdebstrap recipe (suite, packages, options), the wheelhouse by the lock file, the
-extra requirements and the target platform, an image by everything that goes into
-it — so a second build with nothing changed does nothing.
+mmdebstrap recipe (suite, packages, options), the wheelhouse by the lock file and the
+target platform, an image by everything that goes into it — so a second build with
+nothing changed does nothing.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def parse_pins(text: str, source: str) -> list[Pin]:
 
 def merge_pins(*sets: Iterable[Pin]) -> list[Pin]:
     """One list of every pin, sorted; the same package pinned twice differently is
-    an error (the extra requirements were compiled against another lock)."""
+    an error (one lock file cannot say that: the sets came from different locks)."""
     merged: dict[str, Pin] = {}
     for pins in sets:
         for pin in pins:
@@ -162,8 +162,7 @@ def merge_pins(*sets: Iterable[Pin]) -> list[Pin]:
             if seen is not None and seen.version != pin.version:
                 raise RequirementsError(
                     f"{pin.name} is pinned to both {seen.version} and {pin.version}: "
-                    "recompile the extra requirements against uv.lock "
-                    "(python -m rocketcluster.e2e.images lock-spark)"
+                    "the pins must all come from one uv.lock (uv lock, then build again)"
                 )
             merged[pin.name] = pin
     return [merged[name] for name in sorted(merged)]

@@ -1,11 +1,12 @@
 """Every object of a RocketCluster, in the order they are applied: identities and
-configuration before the workloads that use them, monitoring last (its kinds may be
-missing from a cluster without the Prometheus operator)."""
+configuration before the workloads that use them, the health report CronJob after
+the controllers it reads, monitoring last (its kinds may be missing from a cluster
+without the Prometheus operator)."""
 
 from __future__ import annotations
 
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.operator.render import brokers, controllers, monitoring
+from rocketcluster.operator.render import brokers, controllers, health_reports, monitoring
 from rocketcluster.operator.render.meta import K8sObject
 
 APPLY_ORDER = (
@@ -17,6 +18,7 @@ APPLY_ORDER = (
     "Service",
     "Deployment",
     "StatefulSet",
+    "CronJob",
     "PodDisruptionBudget",
     "PodMonitor",
     "PrometheusRule",
@@ -24,5 +26,10 @@ APPLY_ORDER = (
 
 
 def render_cluster(cluster: RocketCluster) -> list[K8sObject]:
-    objects = controllers.render(cluster) + brokers.render(cluster) + monitoring.render(cluster)
+    objects = (
+        controllers.render(cluster)
+        + brokers.render(cluster)
+        + health_reports.render(cluster)
+        + monitoring.render(cluster)
+    )
     return sorted(objects, key=lambda o: APPLY_ORDER.index(o["kind"]))

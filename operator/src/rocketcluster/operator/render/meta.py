@@ -31,6 +31,18 @@ def labels(cluster: RocketCluster, component: str, **extra: str) -> dict[str, st
     }
 
 
+def component_selector(cluster: RocketCluster, component: str) -> dict[str, str]:
+    """The labels every object of one optional part of ``cluster`` (monitoring, health
+    reports) carries, and only they: what the reconciler lists to find the objects a
+    spec change no longer asks for."""
+    return {
+        kube.LABEL_NAME: "rocketcluster",
+        kube.LABEL_INSTANCE: cluster.name,
+        kube.LABEL_COMPONENT: component,
+        kube.LABEL_MANAGED_BY: kube.MANAGER,
+    }
+
+
 def image_tag(image: str) -> str:
     """The tag of an image reference, as a label value (``latest`` when none)."""
     name, _, digest = image.partition("@")

@@ -17,7 +17,7 @@
   overwrite each other).
 
 Every object carries the component label ``monitoring``: the reconciler deletes those
-no longer rendered when a flag goes off (:func:`stale`).
+no longer rendered when a flag goes off (:mod:`rocketcluster.operator.prune`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Iterable
 from typing import Any, Final
 
 from rocketcluster.api import kube
@@ -37,7 +36,7 @@ from rocketcluster.operator.monitoring.conventions import (
     JOB_PREFIX,
 )
 from rocketcluster.operator.monitoring.packaged import dashboards
-from rocketcluster.operator.render.meta import K8sObject, metadata
+from rocketcluster.operator.render.meta import K8sObject, component_selector, metadata
 
 COMPONENT: Final = "monitoring"
 MONITORING_API: Final = "monitoring.coreos.com/v1"
@@ -60,12 +59,7 @@ def _meta_label(label: str) -> str:
 
 def owner_selector(cluster: RocketCluster) -> dict[str, str]:
     """The labels every monitoring object of ``cluster`` carries (and only they)."""
-    return {
-        kube.LABEL_NAME: "rocketcluster",
-        kube.LABEL_INSTANCE: cluster.name,
-        kube.LABEL_COMPONENT: COMPONENT,
-        kube.LABEL_MANAGED_BY: kube.MANAGER,
-    }
+    return component_selector(cluster, COMPONENT)
 
 
 def pod_monitor(cluster: RocketCluster) -> K8sObject:
@@ -189,14 +183,3 @@ def render(cluster: RocketCluster) -> list[K8sObject]:
     if flags.grafana_dashboards:
         objects += dashboard_config_maps(cluster)
     return objects
-
-
-def object_key(obj: K8sObject) -> tuple[str, str, str]:
-    return (obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
-
-
-def stale(live: Iterable[K8sObject], rendered: Iterable[K8sObject]) -> list[K8sObject]:
-    """Monitoring objects that exist but are no longer rendered (``live`` already
-    selected by :func:`owner_selector`)."""
-    wanted = {object_key(o) for o in rendered}
-    return [o for o in live if object_key(o) not in wanted]
