@@ -51,16 +51,18 @@ generated: setup
 	$(RUN) python -m rocketcluster.operator.monitoring.generate --check
 
 typecheck: setup
-	$(RUN) mypy api/src broker/src controller/src ctl/src operator/src e2e/src \
-	  api/tests broker/tests controller/tests ctl/tests operator/tests e2e/tests e2e/local e2e/k8s e2e/monitoring
+	$(RUN) mypy api/src broker/src controller/src ctl/src operator/src e2e/src spark-jobs/src \
+	  api/tests broker/tests controller/tests ctl/tests operator/tests e2e/tests e2e/local e2e/k8s e2e/monitoring spark-jobs/tests
 
 unit: setup debs
 	$(RUN) pytest $(PYTEST_ARGS)
 
 # Debian packages the tests use, installed when missing: buildah and mmdebstrap build
 # the images, docker-registry is the registry the image test pushes to; prometheus
-# brings promtool and the server the monitoring suite scrapes with.
-DEBS := buildah mmdebstrap docker-registry prometheus
+# brings promtool and the server the monitoring suite scrapes with; chromium is the
+# headless browser the health report is opened in (Playwright drives it: its own
+# browser download is not reachable).
+DEBS := buildah mmdebstrap docker-registry prometheus chromium
 debs:
 	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -96,6 +98,7 @@ bench: setup
 	$(RUN) rocketctl bench controller --out bench/results
 	$(RUN) rocketctl bench replication --out bench/results
 	$(RUN) rocketctl bench switchover --out bench/results
+	$(RUN) rocketctl bench spark --out bench/results
 
 # The container images (images/README.md): a Debian base made with mmdebstrap, the
 # locked wheels fetched on the host, `buildah bud` offline; cached when nothing changed.

@@ -165,6 +165,26 @@ def bench_switchover(
     click.echo(f"results: {path}")
 
 
+@bench.command("spark")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option("--rows", type=int, default=1_000_000, show_default=True, help="snapshot rows")
+@click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/spark"))
+def bench_spark(out_dir: Path, rows: int, work_dir: Path) -> None:
+    """The health jobs in local[2] over a synthetic snapshot history; Spark start apart."""
+    from rocketcluster.jobs.bench import run_spark_bench
+
+    result = run_spark_bench(work_dir, rows)
+    path = write_results(out_dir, "spark", result)
+    per_job = ", ".join(f"{k} {v:.1f} s" for k, v in result["per_job_s"].items())
+    verdict = "within" if result["within_goal"] else "OVER"
+    click.echo(
+        f"{result['rows']:,} snapshot rows: jobs took {result['jobs_s']:.1f} s ({per_job}), "
+        f"{verdict} the {result['goal_s']:.0f} s goal; Spark start-up "
+        f"{result['spark_start_s']:.1f} s, apart"
+    )
+    click.echo(f"results: {path}")
+
+
 def _client_bench(
     name: str,
     cases: tuple[str, ...],
@@ -357,10 +377,11 @@ def _register() -> None:
     from rocketcluster.ctl.controller_cli import COMMANDS as CONTROLLER_COMMANDS
     from rocketcluster.ctl.local_cli import local
     from rocketcluster.ctl.render_cli import render
+    from rocketcluster.ctl.report_cli import COMMANDS as REPORT_COMMANDS
 
     main.add_command(local)
     main.add_command(render)
-    for command in [*COMMANDS, *CONTROLLER_COMMANDS]:
+    for command in [*COMMANDS, *CONTROLLER_COMMANDS, *REPORT_COMMANDS]:
         main.add_command(command)
 
 

@@ -1,1 +1,2 @@
-"""Spark health reports for a rocketcluster: consumer lag, SyncStateSet history, tiering candidates."""
+"""Spark health reports of a rocketcluster: consumer lag, SyncStateSet history and
+tiering candidates, from the stats the brokers publish and the controllers' history."""

@@ -76,7 +76,9 @@ def spark_session(settings: SparkSettings | None = None) -> SparkSession:
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.python.filterPushdown.enabled": "true",
-        "spark.driver.bindAddress": "127.0.0.1" if settings.master else "0.0.0.0",
+        # Driver-only local mode, here and in the CronJob's pod: nothing listens beyond
+        # the loopback, whoever chose the master.
+        "spark.driver.bindAddress": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
     }
     for key, value in conf.items():
         builder = builder.config(key, value)

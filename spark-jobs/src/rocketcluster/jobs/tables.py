@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
+import pyarrow as pa
+
 # -- inputs ------------------------------------------------------------------------
 
 QUEUE_STATS: Final = "queue_stats"
@@ -71,9 +73,7 @@ RESULT_SCHEMAS: Final[dict[str, str]] = {
         "lag_messages long, max_lag_ms long, worst_topic string, worst_queue_id int, "
         "worst_broker_group string"
     ),
-    SSS_INTERVALS: (
-        "broker_group string, broker_id int, start long, end long, open boolean"
-    ),
+    SSS_INTERVALS: ("broker_group string, broker_id int, start long, end long, open boolean"),
     SSS_MASTERS: "broker_group string, master_id int, master_epoch int, start long, end long",
     SSS_REPLICAS: (
         "broker_group string, broker_id int, time_in_sync_ms long, in_sync_ratio double, "
@@ -109,3 +109,42 @@ def column_names(ddl: str) -> list[str]:
         else:
             field += ch
     return names
+
+
+def column_types(ddl: str) -> list[tuple[str, str]]:
+    """(name, type) pairs of a DDL schema string, types as written (``array<int>``)."""
+    pairs = []
+    for name in column_names(ddl):
+        start = ddl.index(name + " ") + len(name) + 1
+        rest = ddl[start:]
+        depth = 0
+        end = len(rest)
+        for i, ch in enumerate(rest):
+            depth += ch == "<"
+            depth -= ch == ">"
+            if ch == "," and depth == 0:
+                end = i
+                break
+        pairs.append((name, rest[:end].strip()))
+    return pairs
+
+
+def arrow_schema(ddl: str) -> pa.Schema:
+    """The Arrow schema of a DDL string, without a Spark session (Spark's own parser
+    needs a running JVM; the generator and the tests do not)."""
+    return pa.schema([pa.field(name, _arrow_type(kind)) for name, kind in column_types(ddl)])
+
+
+def _arrow_type(kind: str) -> pa.DataType:
+    simple = {
+        "long": pa.int64(),
+        "int": pa.int32(),
+        "string": pa.string(),
+        "boolean": pa.bool_(),
+        "double": pa.float64(),
+    }
+    if kind in simple:
+        return simple[kind]
+    if kind.startswith("array<") and kind.endswith(">"):
+        return pa.list_(_arrow_type(kind[len("array<") : -1]))
+    raise ValueError(f"no Arrow type for DDL type {kind!r}")

@@ -1,0 +1,133 @@
+"""Where the jobs' inputs live on a running cluster: the controllers' event history and,
+per broker group, the replicas whose admin API serves the stats topic.
+
+Brokers register ``client-endpoint|ha-endpoint`` with the controllers; their admin API
+listens on the same host at the standard admin port (DESIGN §3: the same in a pod and in
+local mode, where every process has its own loopback address). ``broker_admin`` overrides
+that per group when a deployment differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from rocketcluster.api.broker_config import ADMIN_PORT, split_registered
+from rocketcluster.api.client.admin import AdminClient, AdminError
+from rocketcluster.api.stats import StatsSnapshot
+
+STATS_PAGE = 500
+
+
+class ClusterUnreachableError(RuntimeError):
+    """No controller (or no replica of a group) answered."""
+
+
+@dataclass(frozen=True)
+class GroupReplicas:
+    """One broker group and the admin addresses of its replicas, master first."""
+
+    name: str
+    admin: tuple[str, ...]
+
+
+def _host(endpoint: str) -> str:
+    host = endpoint.rsplit(":", 1)[0] if ":" in endpoint else endpoint
+    return host.strip("[]")
+
+
+def group_replicas(
+    view: Mapping[str, Any], broker_admin: Mapping[str, Sequence[str]] | None = None
+) -> GroupReplicas:
+    """A controller's group view (``GET /v1/groups``) as admin addresses, master first."""
+    name = str(view["group"])
+    if broker_admin and name in broker_admin:
+        return GroupReplicas(name, tuple(broker_admin[name]))
+    replicas: dict[str, str] = dict(view.get("replicas") or {})
+    master = str(view.get("masterId"))
+    order = sorted(replicas, key=lambda broker_id: (broker_id != master, int(broker_id)))
+    admin = []
+    for broker_id in order:
+        client, _ = split_registered(replicas[broker_id])
+        admin.append(f"{_host(client)}:{ADMIN_PORT}")
+    return GroupReplicas(name, tuple(admin))
+
+
+@dataclass
+class ControllerApi:
+    """GETs against whichever controller answers; every member serves the replicated
+    state (groups, events), so no leader is needed to read."""
+
+    addresses: Sequence[str]
+    timeout: float = 10.0
+    errors: list[str] = field(default_factory=list)
+
+    def get(self, path: str, **params: Any) -> Any:
+        self.errors.clear()
+        for address in self.addresses:
+            base = address if address.startswith("http") else f"http://{address}"
+            try:
+                answer = httpx.get(f"{base}{path}", params=params, timeout=self.timeout)
+            except httpx.HTTPError as exc:
+                self.errors.append(f"{address}: {exc}")
+                continue
+            if answer.status_code >= 400:
+                self.errors.append(f"{address}: {answer.status_code} {answer.text[:200]}")
+                continue
+            return answer.json()
+        raise ClusterUnreachableError(
+            f"no controller answered GET {path}: {'; '.join(self.errors) or 'none given'} "
+            "(give --controller http://HOST:8080 of a running controller)"
+        )
+
+    def groups(
+        self, broker_admin: Mapping[str, Sequence[str]] | None = None
+    ) -> list[GroupReplicas]:
+        return [group_replicas(v, broker_admin) for v in self.get("/v1/groups")]
+
+    def events(self, since_ms: int, group: str | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"since": since_ms / 1000}
+        if group is not None:
+            params["group"] = group
+        found: list[dict[str, Any]] = self.get("/v1/events", **params)
+        return found
+
+
+def first_answering(group: GroupReplicas) -> AdminClient:
+    """An admin client on the first replica of ``group`` that is up (master first): the
+    stats topic is replicated, so any of them serves the same offsets."""
+    problems = []
+    for address in group.admin:
+        client = AdminClient(address, timeout=10.0)
+        if client.ready():
+            return client
+        problems.append(address)
+        client.close()
+    raise ClusterUnreachableError(
+        f"no replica of broker group {group.name} answered at {', '.join(problems)}"
+    )
+
+
+def stats_offset_range(admin: AdminClient, since_ms: int | None) -> tuple[int, int]:
+    """[first, end) queue offsets of the stats topic holding snapshots at or after
+    ``since_ms`` (all kept ones when None)."""
+    try:
+        page = admin.stats_snapshots(0, 1)
+        low, high = page.min_offset, page.max_offset
+        if since_ms is not None:
+            low = max(low, admin.stats_offset(since_ms))
+    except AdminError as exc:
+        raise ClusterUnreachableError(f"reading stats offsets from {admin.base}: {exc}") from exc
+    return low, high
+
+
+def read_snapshots(admin: AdminClient, start: int, end: int) -> Iterator[StatsSnapshot]:
+    """The snapshots at stats offsets [start, end)."""
+    try:
+        for stored in admin.iter_stats_snapshots(start, end, page_size=STATS_PAGE):
+            yield stored.snapshot
+    except AdminError as exc:
+        raise ClusterUnreachableError(f"reading stats from {admin.base}: {exc}") from exc

@@ -1,0 +1,116 @@
+"""The entry point: arguments, errors that say what to do, and a whole run from a
+synthetic input snapshot to report.html, summary.json and Parquet results."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from rocketcluster.jobs import tables
+from rocketcluster.jobs.pipeline import check_jobs, run_directory
+from rocketcluster.jobs.run import EXIT_BAD_INPUT, main
+from rocketcluster.jobs.session import JavaMissingError, find_java
+from rocketcluster.jobs.synthetic import BEHAVIOURS, Shape, write_snapshot
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def test_a_source_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--out", "/tmp/unused"]) == EXIT_BAD_INPUT
+    assert "give --controller http://HOST:8080" in capsys.readouterr().err
+
+
+def test_unknown_jobs_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--inputs", "/nonexistent", "--jobs", "lag,latency"]) == EXIT_BAD_INPUT
+    assert "unknown job(s) latency" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="none given"):
+        check_jobs([])
+    assert check_jobs(["lag", "lag", "tiering"]) == ["lag", "tiering"]
+
+
+def test_missing_java_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(JavaMissingError, match="apt-get install openjdk-17-jre-headless"):
+        find_java()
+    fake = tmp_path / "jdk" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "java").write_text("#!/bin/sh\n")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    assert find_java() == fake / "java"
+
+
+def test_run_directories_are_stamped_and_latest_follows(tmp_path: Path) -> None:
+    first = run_directory(tmp_path, 1_764_115_200_000)
+    second = run_directory(tmp_path, 1_764_115_260_000)
+    assert first.name == "20251126T000000Z" and second.name == "20251126T000100Z"
+    assert (tmp_path / "latest").resolve() == second.resolve()
+
+
+def test_a_snapshot_that_is_not_one_is_refused(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "queue_stats").mkdir()
+    assert main(["--inputs", str(tmp_path), "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    assert "consumer_stats/, segment_stats/, events/ missing" in capsys.readouterr().err
+    for table in tables.INPUTS:
+        (tmp_path / table).mkdir(exist_ok=True)
+    assert main(["--inputs", str(tmp_path), "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    assert "queue_stats is not a Parquet dataset" in capsys.readouterr().err
+
+
+def test_a_whole_run_from_a_snapshot(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now_ms = int(time.time() * 1000)
+    shape = Shape(consumer_groups=len(BEHAVIOURS), broker_groups=1, topics=1, queues=2,
+                  snapshots=40, segments=12, events=60)  # fmt: skip
+    write_snapshot(tmp_path / "inputs", shape, now_ms)
+    out = tmp_path / "reports"
+    args = ["--inputs", str(tmp_path / "inputs"), "--out", str(out), "--cluster", "synthetic"]
+    assert main([*args, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["meta"]["cluster"] == "synthetic"
+    assert summary["meta"]["generatedAt"] == now_ms  # "now" is the snapshot's newest time
+    latest = out / "latest"
+    assert (latest / "report.html").stat().st_size > 10_000
+    assert json.loads((latest / "summary.json").read_text())["meta"]["jobs"] == [
+        "lag",
+        "sss-history",
+        "tiering",
+    ]
+    for table in tables.RESULTS:
+        assert (latest / "parquet" / table).is_dir(), table
+    groups: Any = spark.read.parquet(str(latest / "parquet" / tables.LAG_GROUPS)).toPandas()
+    status = dict(zip(groups["consumer_group"], groups["status"], strict=True))
+    assert status["group-0"] == "OK"  # keeps up
+    assert status["group-1"] == "WARN"  # falls behind
+    assert status["group-2"] == "STOP"  # stopped: no progress, nothing in flight
+    assert status["group-3"] == "STALL"  # in flight, no progress
+    assert status["group-4"] == "REWIND"
+
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("health report synthetic")
+    assert any(line.strip().startswith("group-2: STOP") for line in lines)
+    assert lines[-1].startswith("report: ")
+
+
+def test_old_runs_are_pruned_newest_kept(tmp_path: Path) -> None:
+    from rocketcluster.jobs.pipeline import prune_runs
+
+    for minute in range(5):
+        run_directory(tmp_path, 1_764_115_200_000 + minute * 60_000)
+    (tmp_path / "notes").mkdir()  # not a run: never touched
+    gone = prune_runs(tmp_path, 2)
+    assert [p.name for p in gone] == [f"20251126T00{m:02d}00Z" for m in range(3)]
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["20251126T000300Z", "20251126T000400Z", "latest", "notes"]
+    assert prune_runs(tmp_path, 0) == []
