@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,6 +47,7 @@ def _manifest() -> RocketCluster:
                     "replicas": 3,
                     "flush": "async",
                     "replication": {"mode": "sync", "inSyncReplicas": 2},
+                    "statsIntervalSeconds": STATS_INTERVAL_S,
                 },
                 "topics": [{"name": TOPIC, "queues": 2}],
                 "consumerGroups": [{"name": "fast"}, {"name": "slow"}, {"name": "stopped"}],
@@ -55,20 +56,35 @@ def _manifest() -> RocketCluster:
     )
 
 
+class _Thread:
+    """A client loop in a daemon thread, stopped (and joined) on request."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
 @dataclass
-class Producer:
+class Producer(_Thread):
     """The official producer at a steady ``rate`` (messages/s): a rate the fast consumer
     always keeps up with and the slow one never does, whatever the machine's load."""
 
     endpoints: str
     rate: float
     sent: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+    def __post_init__(self) -> None:
+        super().__init__()
 
     def _run(self) -> None:
         producer = OfficialProducer(
@@ -92,14 +108,9 @@ class Producer:
         finally:
             producer.shutdown()
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
-
 
 @dataclass
-class Consumer:
+class Consumer(_Thread):
     """An official SimpleConsumer in a thread: ``pause_s`` after each acknowledgement
     makes it slow; ``stop()`` makes it a stopped consumer (its offset stays put)."""
 
@@ -107,12 +118,9 @@ class Consumer:
     group: str
     pause_s: float = 0.0
     acked: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+    def __post_init__(self) -> None:
+        super().__init__()
 
     def _run(self) -> None:
         consumer = SimpleConsumer(
@@ -140,19 +148,13 @@ class Consumer:
         finally:
             consumer.shutdown()
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
-
 
 @pytest.fixture(scope="module")
 def scenario(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Cluster, dict[str, float]]]:
-    overrides = {"segment_size": 16 << 20, "stats_interval_seconds": STATS_INTERVAL_S}
     directory = tmp_path_factory.mktemp("health")
-    with running(directory / "cluster", _manifest(), overrides=overrides) as cluster:
+    with running(directory / "cluster", _manifest()) as cluster:
         producer = Producer(cluster.endpoints, rate=40.0)
         consumers = {
             "fast": Consumer(cluster.endpoints, "fast"),

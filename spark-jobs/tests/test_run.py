@@ -114,3 +114,29 @@ def test_old_runs_are_pruned_newest_kept(tmp_path: Path) -> None:
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["20251126T000300Z", "20251126T000400Z", "latest", "notes"]
     assert prune_runs(tmp_path, 0) == []
+
+
+def test_rocketctl_report_says_how_to_start_a_cluster_and_reruns_snapshots(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from rocketcluster.ctl.cli import main as rocketctl
+
+    runner = CliRunner()
+    answer = runner.invoke(rocketctl, ["report", "--dir", str(tmp_path / "none")])
+    assert answer.exit_code == 1
+    assert "no local cluster runs in" in answer.output and "rocketctl local up" in answer.output
+
+    shape = Shape(consumer_groups=2, broker_groups=1, topics=1, queues=1, snapshots=12,
+                  segments=4, events=10)  # fmt: skip
+    write_snapshot(tmp_path / "inputs", shape, int(time.time() * 1000))
+    out = tmp_path / "reports"
+    args = ["report", "--inputs", str(tmp_path / "inputs"), "--out", str(out), "--jobs", "lag"]
+    answer = runner.invoke(rocketctl, args)
+    assert answer.exit_code == 0, answer.output
+    assert "group-0: OK" in answer.output and "group-1: WARN" in answer.output
+    assert "SyncStateSet" not in answer.output  # only the jobs asked for
+    assert (out / "latest" / "report.html").is_file()
+    bad = runner.invoke(rocketctl, ["report", "--inputs", str(tmp_path), "--jobs", "nope"])
+    assert bad.exit_code == 1 and "unknown job(s) nope" in bad.output

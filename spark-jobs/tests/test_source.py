@@ -128,14 +128,14 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
             "metadata": {"name": "src"},
             "spec": {
                 "controller": {"replicas": 0},
-                "brokers": {"groups": 1, "replicas": 1},
+                "brokers": {"groups": 1, "replicas": 1, "statsIntervalSeconds": 0.3},
                 "topics": [{"name": "orders", "queues": 2}],
                 "consumerGroups": [{"name": "billing"}],
             },
         }
     )
     directory = tmp_path_factory.mktemp("source")
-    with local_broker(cluster, directory, {"stats_interval_seconds": 0.3}) as handle:
+    with local_broker(cluster, directory) as handle:
         yield handle
 
 

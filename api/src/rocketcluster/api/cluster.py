@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from rocketcluster.api.stats import DEFAULT_STATS_INTERVAL_SECONDS
 from rocketcluster.api.status import RocketClusterStatus
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 
@@ -126,6 +127,15 @@ class BrokersSpec(_Model):
     max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=1, le=64 * 1024 * 1024)
     retention_hours: float = Field(default=72.0, gt=0)
     auto_create_topics: bool = False
+    stats_interval_seconds: float = Field(
+        default=DEFAULT_STATS_INTERVAL_SECONDS,
+        ge=0,
+        le=3600,
+        description=(
+            "how often each master publishes its stats snapshot to RMQ_SYS_BROKER_STATS, "
+            "the history the health reports read (0: never)"
+        ),
+    )
     termination_grace_period_seconds: int = Field(
         default=60, ge=1, le=3600, description="time a broker gets to flush and stop"
     )

@@ -18,6 +18,7 @@ def broker_settings(cluster: RocketCluster) -> dict[str, Any]:
         "max_message_bytes": brokers.max_message_bytes,
         "retention_hours": brokers.retention_hours,
         "auto_create_topics": brokers.auto_create_topics,
+        "stats_interval_seconds": brokers.stats_interval_seconds,
         "replication": brokers.replication,
         "topics": cluster.spec.topics,
         "consumer_groups": cluster.spec.consumer_groups,

@@ -64,6 +64,13 @@ def local_cluster(directory: Path) -> tuple[str, list[str], dict[str, list[str]]
     help="YAML/JSON: price table, lag window, tiering minimum age",
 )
 @click.option("--history-hours", type=float, help="how far back to read (default 24)")
+@click.option(
+    "--keep",
+    type=int,
+    default=168,
+    show_default=True,
+    help="keep the newest N runs under --out, delete older ones (0: all)",
+)
 @click.option("--json", "as_json", is_flag=True, help="the summary as JSON")
 def report(
     directory: Path,
@@ -74,6 +81,7 @@ def report(
     jobs: str,
     config: Path | None,
     history_hours: float | None,
+    keep: int,
     as_json: bool,
 ) -> None:
     """Consumer lag, SyncStateSet history and tiering candidates, as one HTML report."""
@@ -97,6 +105,7 @@ def report(
             config=load_config(config) if config else None,
             history_hours=history_hours,
             cluster=name,
+            keep=keep,
         )
         outcome = run_report(request, _progress if sys.stderr.isatty() else _quiet)
     except (JavaMissingError, ValueError, RuntimeError) as exc:

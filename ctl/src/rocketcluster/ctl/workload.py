@@ -147,15 +147,11 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def running(
-    directory: Path, cluster: RocketCluster, overrides: dict[str, Any] | None = None
-) -> Iterator[Cluster]:
-    """``cluster`` up in ``directory`` with small segments (and the broker settings in
-    ``overrides``), a master elected and all three replicas in sync; down afterwards."""
+def running(directory: Path, cluster: RocketCluster) -> Iterator[Cluster]:
     quiet_official_client()
     logging.getLogger("httpx").setLevel(logging.WARNING)
     runtime = LocalRuntime(directory)
-    state = runtime.up(cluster, overrides={"segment_size": 16 << 20, **(overrides or {})})
+    state = runtime.up(cluster, overrides={"segment_size": 16 << 20})
     try:
         handle = Cluster(runtime, state)
         handle.master()

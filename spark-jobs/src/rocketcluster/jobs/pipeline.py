@@ -206,10 +206,12 @@ def run_jobs(
         results.update(mine)
         summary[name] = summarizers[name](mine)
         timings[name] = round(time.monotonic() - started, 3)
+    observed = observed_since(inputs, plan.window_start_ms)
     summary["meta"] = {
         "cluster": plan.cluster,
         "generatedAt": plan.now_ms,
         "windowStart": plan.window_start_ms,
+        "observedStart": observed,
         "jobs": list(plan.jobs),
         "jobSeconds": timings,
     }
@@ -219,7 +221,7 @@ def run_jobs(
         summary,
         cluster=plan.cluster,
         generated_at_ms=plan.now_ms,
-        window=(observed_since(inputs, plan.window_start_ms), plan.now_ms),
+        window=(observed, plan.now_ms),
     )
     write_report(directory / "report.html", html)
     return RunOutcome(directory, results, summary, timings)

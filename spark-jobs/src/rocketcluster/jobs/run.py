@@ -156,7 +156,7 @@ def run_report(
 
 
 def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _lag_lines(groups: pd.DataFrame) -> list[str]:
@@ -203,7 +203,7 @@ def readable(outcome: RunOutcome) -> list[str]:
     meta = outcome.summary["meta"]
     took = sum(v for k, v in outcome.timings_s.items() if k != "spark_start")
     lines = [
-        f"health report {meta['cluster'] or ''} — {_when(meta['windowStart'])} to "
+        f"health report {meta['cluster'] or ''} — {_when(meta['observedStart'])} to "
         f"{_when(meta['generatedAt'])}, jobs took {took:.1f} s "
         f"(Spark start {outcome.timings_s.get('spark_start', 0):.1f} s)".replace("  ", " ")
     ]

@@ -69,7 +69,9 @@ def spark_session(settings: SparkSettings | None = None) -> SparkSession:
         builder = builder.master(settings.master).config(
             "spark.driver.memory", settings.driver_memory
         )
+    log_config = Path(__file__).with_name("log4j2.properties")
     conf = {
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_config}",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),

@@ -101,3 +101,27 @@ def derive_window(results: Mapping[str, Any]) -> tuple[int, int] | None:
     if not starts:
         return None
     return min(starts), max(ends)
+
+
+def unusable_note(t: Table, job: str, empty: str) -> str | None:
+    """The sentence shown instead of table ``t`` when it cannot be drawn (the job
+    ``job`` did not run, the table is of another version, or it has no rows), else
+    None."""
+    from rocketcluster.jobs.report import html as h
+
+    if t.state is State.MISSING:
+        return h.note(
+            f"No <code>{t.name}</code> table in this run: the {job} job was not run, or "
+            "not this part of it.",
+            kind="missing",
+        )
+    if t.state is State.BAD:
+        return h.note(
+            f"Table <code>{t.name}</code> lacks the columns "
+            f"{h.esc(', '.join(t.missing_columns))}: the job and the report are of "
+            "different versions.",
+            kind="bad",
+        )
+    if t.state is State.EMPTY:
+        return h.note(empty)
+    return None

@@ -8,7 +8,15 @@ from typing import Any, Final
 
 from rocketcluster.jobs.report import fmt
 from rocketcluster.jobs.report import html as h
-from rocketcluster.jobs.report.frames import State, Table, as_int, is_null, severity, table
+from rocketcluster.jobs.report.frames import (
+    State,
+    Table,
+    as_int,
+    is_null,
+    severity,
+    table,
+    unusable_note,
+)
 from rocketcluster.jobs.report.headline import anchor
 from rocketcluster.jobs.report.plots import MAX_LAG_LINES, group_series, lag_plot
 from rocketcluster.jobs.tables import LAG_GROUPS, LAG_POINTS, LAG_QUEUES
@@ -63,23 +71,7 @@ HOWTO: Final = (
 
 
 def _state_note(t: Table, empty: str) -> str | None:
-    """The sentence replacing a table that cannot be shown, or None if it can."""
-    if t.state is State.MISSING:
-        return h.note(
-            f"No <code>{t.name}</code> table in this run: the lag job was not run, or "
-            "not this part of it.",
-            kind="missing",
-        )
-    if t.state is State.BAD:
-        return h.note(
-            f"Table <code>{t.name}</code> lacks the columns "
-            f"{h.esc(', '.join(t.missing_columns))}: the job and the report are of "
-            "different versions.",
-            kind="bad",
-        )
-    if t.state is State.EMPTY:
-        return h.note(empty)
-    return None
+    return unusable_note(t, "lag", empty)
 
 
 def _worst_first(groups: Any) -> Any:

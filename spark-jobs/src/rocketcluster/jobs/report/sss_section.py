@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from rocketcluster.jobs.report import fmt
 from rocketcluster.jobs.report import html as h
-from rocketcluster.jobs.report.frames import State, Table, as_int, is_null, table
+from rocketcluster.jobs.report.frames import State, Table, as_int, is_null, table, unusable_note
 from rocketcluster.jobs.report.headline import Problem, anchor, sss_line, sss_problems
 from rocketcluster.jobs.report.plots import sss_timeline_plot
 from rocketcluster.jobs.tables import (
@@ -59,22 +59,7 @@ HOWTO: Final = (
 
 
 def _note(t: Table, empty: str) -> str | None:
-    if t.state is State.MISSING:
-        return h.note(
-            f"No <code>{t.name}</code> table in this run: the SyncStateSet history job "
-            "was not run, or not this part of it.",
-            kind="missing",
-        )
-    if t.state is State.BAD:
-        return h.note(
-            f"Table <code>{t.name}</code> lacks the columns "
-            f"{h.esc(', '.join(t.missing_columns))}: the job and the report are of "
-            "different versions.",
-            kind="bad",
-        )
-    if t.state is State.EMPTY:
-        return h.note(empty)
-    return None
+    return unusable_note(t, "SyncStateSet history", empty)
 
 
 def unclean_times(
