@@ -32,13 +32,19 @@ def test_the_cron_job_runs_run_py_with_arguments_it_accepts() -> None:
     args = container["args"]
     assert container["command"] == ["spark-submit"]
     entry = args.index(health_reports.ENTRY_POINT)
-    assert args[entry - 8 : entry] == [
-        "--master", "local[2]", "--driver-memory", args[entry - 5], "--conf",
-        "spark.ui.enabled=false", "--name", args[entry - 1],
+    assert args[entry - 10 : entry] == [
+        "--master", "local[2]", "--driver-memory", args[entry - 7], "--conf",
+        "spark.ui.enabled=false", "--driver-java-options",
+        f"-Dlog4j2.configurationFile=file:{health_reports.LOG_CONFIG}", "--name", args[entry - 1],
     ]  # fmt: skip
-    # The path inside the image is this very module, below site-packages.
-    assert health_reports.ENTRY_POINT.endswith("/site-packages/rocketcluster/jobs/run.py")
-    assert Path(run.__file__).parts[-3:] == ("rocketcluster", "jobs", "run.py")
+    # The paths inside the image are this very package's files, below site-packages.
+    package = Path(run.__file__).parent
+    assert package.parts[-2:] == ("rocketcluster", "jobs")
+    for path in (health_reports.ENTRY_POINT, health_reports.LOG_CONFIG):
+        assert path.startswith(
+            "/opt/rocketcluster/lib/python3.11/site-packages/rocketcluster/jobs/"
+        )
+        assert (package / Path(path).name).is_file(), path
 
     parsed = run.parse_args(args[entry + 1 :])
     assert parsed.master == "none" and parsed.cluster == cluster.name

@@ -39,7 +39,10 @@ KINDS: Final = (("v1", "ConfigMap"), ("batch/v1", "CronJob"))
 # The layout of the rocketcluster-spark-jobs image (images/spark-jobs/Containerfile):
 # a virtualenv at /opt/rocketcluster on Debian 12's Python 3.11, spark-submit on PATH.
 IMAGE_PYTHON: Final = "/opt/rocketcluster/bin/python"
-ENTRY_POINT: Final = "/opt/rocketcluster/lib/python3.11/site-packages/rocketcluster/jobs/run.py"
+JOBS_PACKAGE: Final = "/opt/rocketcluster/lib/python3.11/site-packages/rocketcluster/jobs"
+ENTRY_POINT: Final = f"{JOBS_PACKAGE}/run.py"
+# Spark's own logging at errors only: the JVM reads it at start, before run.py runs.
+LOG_CONFIG: Final = f"{JOBS_PACKAGE}/log4j2.properties"
 SPARK_MASTER: Final = "local[2]"
 REPORTS_DIR: Final = "/reports"
 CONFIG_FILE: Final = "jobs.yaml"
@@ -119,6 +122,8 @@ def spark_submit_args(cluster: RocketCluster) -> list[str]:
         reports.driver_memory,
         "--conf",
         "spark.ui.enabled=false",
+        "--driver-java-options",
+        f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}",
         "--name",
         f"rocketcluster-health-{cluster.name}",
         ENTRY_POINT,
