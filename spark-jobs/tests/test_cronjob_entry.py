@@ -65,7 +65,7 @@ def test_the_rendered_price_table_is_a_config_the_jobs_read() -> None:
     cluster = _cluster()
     document = health_reports.config_document(cluster)
     assert document is not None
-    config = parse_config(yaml.safe_load(document), source="the rendered ConfigMap")
+    config = parse_config(yaml.safe_load(document), source=Path(health_reports.CONFIG_FILE))
     prices = cluster.spec.health_reports.prices if cluster.spec.health_reports else None
     assert prices is not None
     assert config.prices.local_gb_month == prices.local_gb_month
