@@ -20,6 +20,8 @@ from rocketcluster.broker.metrics import FLUSH_BUCKETS, BrokerMetrics, register_
 from rocketcluster.broker.store import FlushMode, MessageStore, MessageToStore
 from rocketcluster.ctl.testing import small_store_config
 
+from .store.test_page_cache import COLD_ATTEMPTS, evict
+
 BASE = {"cluster": "c1", "node_type": "broker", "node_id": "g-0"}
 HOUR = 3600.0
 
@@ -173,14 +175,24 @@ async def test_page_cache_reads_count_consumer_reads_by_result(
     for i in range(40):
         assert (await store.put(put_message(i))).ok
     await store.flush()
-    for seg in store.commitlog.segments:
-        os.posix_fadvise(seg.fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    assert len(store.get_messages("orders", 0, 0, 16).messages) == 16
-    scrape = Scrape(metrics)
-    assert scrape.kind("rocketmq_storage_page_cache_reads") == "counter"
-    hits = scrape.value("rocketmq_storage_page_cache_reads_total", result="hit")
-    misses = scrape.value("rocketmq_storage_page_cache_reads_total", result="miss")
-    assert hits + misses == 16 and misses >= 1
+    # An evicted page's cache-only read still starts its I/O; a fast disk may finish it
+    # before the read looks, and the pass is all hits (seen in a full make test, as in
+    # store/test_page_cache.py). Such a pass is tried again; each must count 16 reads.
+    hits = misses = 0.0
+    for _ in range(COLD_ATTEMPTS):
+        for seg in store.commitlog.segments:
+            evict(seg.fd)
+        assert len(store.get_messages("orders", 0, 0, 16).messages) == 16
+        scrape = Scrape(metrics)
+        assert scrape.kind("rocketmq_storage_page_cache_reads") == "counter"
+        now_hits = scrape.value("rocketmq_storage_page_cache_reads_total", result="hit")
+        now_misses = scrape.value("rocketmq_storage_page_cache_reads_total", result="miss")
+        assert (now_hits - hits) + (now_misses - misses) == 16
+        cold_pass_missed = now_misses > misses
+        hits, misses = now_hits, now_misses
+        if cold_pass_missed:
+            break
+    assert misses >= 1
     Scrape(metrics)  # scraping reads the log too, but counts nothing
     assert len(store.get_messages("orders", 0, 0, 16).messages) == 16
     scrape = Scrape(metrics)

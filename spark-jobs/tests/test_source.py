@@ -190,11 +190,11 @@ def test_partitions_start_at_the_pushed_time(broker: LocalBroker) -> None:
         "table": tables.QUEUE_STATS,
         "brokerAdmin": f'{{"{group}": ["{broker.admin_address}"]}}',
     }
-    everything = _partitions(options)
-    with broker.admin() as admin:
+    with broker.admin() as admin:  # before the partitions: the broker keeps publishing
         page = admin.stats_snapshots(0, 1)
         first, kept = page.min_offset, page.max_offset
         middle_time = admin.stats_snapshots((first + kept) // 2, 1).snapshots[0].snapshot.time
+    everything = _partitions(options)
     assert everything[0].start == first
     assert sum(p.end - p.start for p in everything) >= kept - first
     assert all(p.end - p.start <= source.SNAPSHOTS_PER_PARTITION for p in everything)

@@ -43,7 +43,7 @@ def _cluster() -> RocketCluster:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     directory = tmp_path_factory.mktemp("stats-broker")
-    with local_broker(_cluster(), directory, {"statsIntervalSeconds": 0.5}) as handle:
+    with local_broker(_cluster(), directory, {"stats_interval_seconds": 0.5}) as handle:
         yield handle
 
 

@@ -40,7 +40,7 @@ def _manifest() -> RocketCluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     runtime = LocalRuntime(tmp_path_factory.mktemp("stats-ha"))
-    state = runtime.up(_manifest(), overrides={**FAST_TUNING, "statsIntervalSeconds": 0.5})
+    state = runtime.up(_manifest(), overrides={**FAST_TUNING, "stats_interval_seconds": 0.5})
     try:
         handle = Cluster(runtime, state)
         handle.master()
