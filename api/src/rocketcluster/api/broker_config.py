@@ -92,6 +92,12 @@ class BrokerProcessConfig(BaseModel):
     messaging: MessagingTuning = Field(default_factory=MessagingTuning)
     ha: HATuning = Field(default_factory=HATuning)
     segment_size: int | None = None
+    # The store's disk guards (StoreConfig: retention deletes from the head above
+    # disk_max_used_ratio, writes are refused above disk_full_ratio); None keeps the
+    # store's defaults. Tests raise them so that how full the host's disk is never
+    # deletes the messages they audit.
+    disk_max_used_ratio: float | None = Field(default=None, gt=0, le=1)
+    disk_full_ratio: float | None = Field(default=None, gt=0, le=1)
     # How often the master appends a stats snapshot to the stats topic (api/stats.py);
     # 0 turns publishing off. Tests and local clusters shorten it (e.g. 1.0).
     stats_interval_seconds: float = Field(default=DEFAULT_STATS_INTERVAL_SECONDS, ge=0)

@@ -41,6 +41,10 @@ def store_config(config: BrokerProcessConfig) -> StoreConfig:
     }
     if config.segment_size:
         settings["segment_size"] = config.segment_size
+    for guard in ("disk_max_used_ratio", "disk_full_ratio"):
+        value = getattr(config, guard)
+        if value is not None:
+            settings[guard] = value
     return StoreConfig.model_validate(settings)
 
 

@@ -26,7 +26,7 @@ from rocketcluster.api.client.lean import LeanClient
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.ctl.client_errors import error_kind
 from rocketcluster.ctl.local.runtime import LocalRuntime
-from rocketcluster.ctl.testing import quiet_official_client, wait_for
+from rocketcluster.ctl.testing import DISK_GUARDS_OFF, quiet_official_client, wait_for
 
 TOPIC = "orders"
 
@@ -151,7 +151,7 @@ def running(directory: Path, cluster: RocketCluster) -> Iterator[Cluster]:
     quiet_official_client()
     logging.getLogger("httpx").setLevel(logging.WARNING)
     runtime = LocalRuntime(directory)
-    state = runtime.up(cluster, overrides={"segment_size": 16 << 20})
+    state = runtime.up(cluster, overrides={"segment_size": 16 << 20, **DISK_GUARDS_OFF})
     try:
         handle = Cluster(runtime, state)
         handle.master()

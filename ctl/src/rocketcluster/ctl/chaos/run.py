@@ -51,7 +51,7 @@ from rocketcluster.ctl.chaos.workload import (
 )
 from rocketcluster.ctl.local.plan import ProcessPlan, plan_cluster
 from rocketcluster.ctl.local.runtime import LocalRuntime
-from rocketcluster.ctl.testing import quiet_official_client
+from rocketcluster.ctl.testing import DISK_GUARDS_OFF, quiet_official_client
 
 log = logging.getLogger("rocketcluster.chaos")
 
@@ -59,6 +59,7 @@ CONTAINED_ENV = "ROCKETCLUSTER_CHAOS_CONTAINED"
 REPLICAS = 3
 BROKER_OVERRIDES: dict[str, Any] = {
     "segment_size": 16 << 20,
+    **DISK_GUARDS_OFF,  # the audit's history must not depend on the host's disk
     "messaging": {"consumeStatePersistMs": 200},
 }
 WARMUP_S = 5.0
