@@ -11,9 +11,8 @@ from typing import Any
 import click
 
 from rocketcluster.api.broker_config import BrokerProcessConfig
+from rocketcluster.api.cluster import ALL_HEALTH_JOBS
 from rocketcluster.ctl.local.runtime import LocalRuntime
-
-JOB_CHOICES = ("lag", "sss-history", "tiering")
 
 
 def local_cluster(directory: Path) -> tuple[str, list[str], dict[str, list[str]]]:
@@ -57,7 +56,7 @@ def local_cluster(directory: Path) -> tuple[str, list[str], dict[str, list[str]]
 )
 @click.option("--save-inputs", is_flag=True, help="keep the inputs read, as a snapshot")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("reports"), show_default=True)
-@click.option("--jobs", default=",".join(JOB_CHOICES), show_default=True)
+@click.option("--jobs", default=",".join(ALL_HEALTH_JOBS), show_default=True)
 @click.option(
     "--config",
     type=click.Path(path_type=Path, exists=True, dir_okay=False),

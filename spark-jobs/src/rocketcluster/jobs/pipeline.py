@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocketcluster.api.cluster import ALL_HEALTH_JOBS
 from rocketcluster.jobs import tables
 from rocketcluster.jobs.config import JobsConfig
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame
 
-JOB_NAMES: tuple[str, ...] = ("lag", "sss-history", "tiering")
+JOB_NAMES: tuple[str, ...] = ALL_HEALTH_JOBS  # the manifest's healthReports.jobs
 HOUR_MS = 3_600_000
 
 
@@ -150,25 +151,18 @@ def lag_for_plot(points: DataFrame, window_start_ms: int, now_ms: int) -> DataFr
 
     bucket_ms = max(1000, (now_ms - window_start_ms) // PLOT_POINTS)
     bucketed = points.withColumn("time", F.col("time") - F.col("time") % bucket_ms + bucket_ms)
-    per_queue = bucketed.groupBy("consumer_group", "broker_group", "topic", "queue_id", "time").agg(
-        F.max("committed_offset").alias("committed_offset"),
-        F.max("max_offset").alias("max_offset"),
-        F.max("lag_messages").alias("lag_messages"),
-        F.max("lag_ms").alias("lag_ms"),
-        F.max("inflight").alias("inflight"),
-        F.max("retry").alias("retry"),
-    )
+    keys = ("consumer_group", "broker_group", "topic", "queue_id", "time")
+    per_queue = bucketed.groupBy(*keys).agg(*(F.max(c).alias(c) for c in _PLOTTED))
+    # Across a group's queues counts add up; the age of the oldest message does not.
     return per_queue.groupBy("consumer_group", "time").agg(
         F.lit("*").alias("broker_group"),
         F.lit("*").alias("topic"),
         F.lit(-1).alias("queue_id"),
-        F.sum("committed_offset").alias("committed_offset"),
-        F.sum("max_offset").alias("max_offset"),
-        F.sum("lag_messages").alias("lag_messages"),
-        F.max("lag_ms").alias("lag_ms"),
-        F.sum("inflight").alias("inflight"),
-        F.sum("retry").alias("retry"),
+        *((F.max if c == "lag_ms" else F.sum)(c).alias(c) for c in _PLOTTED),
     )
+
+
+_PLOTTED = ("committed_offset", "max_offset", "lag_messages", "lag_ms", "inflight", "retry")
 
 
 def run_jobs(

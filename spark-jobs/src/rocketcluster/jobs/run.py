@@ -163,8 +163,9 @@ def _lag_lines(groups: pd.DataFrame) -> list[str]:
     if groups.empty:
         return ["lag: no consumer group had stats in the window"]
     lines = [f"lag: {len(groups)} consumer group(s)"]
-    order = {s: i for i, s in enumerate(("ERR", "STOP", "STALL", "REWIND", "WARN", "OK"))}
-    ranked = groups.sort_values("status", key=lambda s: s.map(order))
+    from rocketcluster.jobs.lag import SEVERITY
+
+    ranked = groups.sort_values("status", key=lambda s: s.map(SEVERITY), ascending=False)
     for row in ranked.itertuples():
         lines.append(f"  {row.consumer_group}: {row.status} — {row.reason}")
     return lines
