@@ -88,6 +88,16 @@ def test_the_next_slave_waits_until_the_last_one_is_back_in_sync() -> None:
     assert step.kind is StepKind.WAIT and "g-1" in step.reason
 
 
+def test_the_next_slave_waits_while_the_last_one_is_gone_from_the_api() -> None:
+    """Between its deletion and the StatefulSet recreating it, a restarted pod is
+    simply absent: the group has fewer pods than replicas, and nobody else goes."""
+    rolling = _group((OLD, OLD, OLD), master=2, in_sync=(2, 3))
+    gone = replace(rolling, pods=rolling.pods[1:])  # g-0 deleted, not yet recreated
+    step = next_group_step(gone)
+    assert step.kind is StepKind.WAIT and "2 of 3" in step.reason
+    assert next_group_step(rolling).pod == "g-0"  # with every pod there: a slave goes
+
+
 def test_a_restarting_pod_is_waited_for_and_a_stuck_one_blocks() -> None:
     starting = _group((OLD, NEW, OLD), ready=(True, False, True))
     assert next_group_step(starting).kind is StepKind.WAIT

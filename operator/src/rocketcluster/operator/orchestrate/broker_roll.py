@@ -6,7 +6,8 @@ step per call (the caller acts, then calls again with what it observes next):
 1. Nothing stale: done — unless this group's roll is under way (``rolling``) and a
    replica is not whole again yet (see :func:`settling`): wait, so the next group
    starts only after this one's last restarted pod is ready and back in sync.
-2. A pod being deleted, missing, or not yet Ready: wait — unless it has been
+2. A pod being deleted, missing (fewer pods than replicas: the StatefulSet has not
+   recreated a deleted one yet), or not yet Ready: wait — unless it has been
    unready for longer than ``stuck_after_s`` with the current hash, which blocks the
    roll (a broken pod is a person's problem, not something to restart around).
 3. Stale pods that are not Ready and not the master serve nobody: restart them first.
@@ -60,6 +61,8 @@ def next_group_step(
     for pod in pods:
         if pod.deleting or not pod.exists:
             return wait(f"pod {pod.name} is being replaced")
+    if missing := _missing(group):
+        return wait(missing)
     master = group.master_pod
     for pod in pods:
         if pod.ready or pod in todo:
@@ -128,7 +131,6 @@ def settling(group: GroupObservation) -> str | None:
     """Why a group whose pods all run the current spec is not whole again yet — a
     replica missing, being replaced, not ready, or not back in the SyncStateSet — or
     None. A roll is finished only then: the next group waits for it."""
-    live = [p for p in group.pods if p.exists]
     for pod in sorted(group.pods, key=lambda p: p.name):
         if pod.deleting or not pod.exists:
             return f"pod {pod.name} is being replaced"
@@ -136,8 +138,15 @@ def settling(group: GroupObservation) -> str | None:
             return f"pod {pod.name} is starting after its restart"
         if group.replicated and group.view is not None and not group.in_sync(pod):
             return f"pod {pod.name} is catching up (not yet in the SyncStateSet)"
-    if len(live) < group.desired_replicas:
-        return f"{len(live)} of {group.desired_replicas} replicas of {group.name} exist"
+    return _missing(group)
+
+
+def _missing(group: GroupObservation) -> str | None:
+    """A deleted pod vanishes from the API before its StatefulSet recreates it: in
+    between, the group simply has fewer pods, and the next one must not go."""
+    live = sum(1 for p in group.pods if p.exists)
+    if live < group.desired_replicas:
+        return f"{live} of {group.desired_replicas} replicas of {group.name} exist"
     return None
 
 
