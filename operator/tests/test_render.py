@@ -21,7 +21,13 @@ from rocketcluster.operator.render.output import to_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SNAPSHOTS = Path(__file__).parent / "snapshots"
-EXAMPLES = ("cluster.yaml", "standalone.yaml", "health-reports.yaml")
+EXAMPLES = (
+    "cluster.yaml",
+    "standalone.yaml",
+    "health-reports.yaml",
+    "tiered-s3.yaml",
+    "tiered-posix.yaml",
+)
 OLDEST, NEWEST = "1.27.0", "1.37.0"
 
 

@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from rocketcluster.api.cluster import FlushPolicy, ReplicationSpec
+from rocketcluster.api.cluster import (
+    FlushPolicy,
+    ReplicationSpec,
+    TieredBackend,
+    TieredStorageSpec,
+)
 from rocketcluster.api.stats import DEFAULT_STATS_INTERVAL_SECONDS
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 
@@ -18,6 +24,27 @@ CLIENT_PORT = 8081
 ADMIN_PORT = 8080
 HA_PORT = 10912
 CONTROLLER_PORT = 9878
+
+
+# The environment variables that carry S3 credentials to a broker (boto3 reads them),
+# named as the keys of tieredStorage.s3.credentialsSecret: required, then optional.
+S3_CREDENTIAL_ENV: Final = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+S3_OPTIONAL_CREDENTIAL_ENV: Final = ("AWS_SESSION_TOKEN",)
+
+
+def s3_credential_env(tiered: TieredStorageSpec) -> dict[str, bool]:
+    """The environment variables a broker needs for ``tiered``'s S3 credentials, each
+    with whether it must be set: the keys of ``s3.credentialsSecret`` (the operator
+    takes them from that Secret). Empty when nothing comes from a Secret: tiering off,
+    the posix backend, or the pods' own identity (IRSA, an instance profile)."""
+    if not tiered.enabled or tiered.backend is not TieredBackend.S3 or tiered.s3 is None:
+        return {}
+    if tiered.s3.credentials_secret is None:
+        return {}
+    return {
+        **{name: True for name in S3_CREDENTIAL_ENV},
+        **{name: False for name in S3_OPTIONAL_CREDENTIAL_ENV},
+    }
 
 
 def registered_address(client_endpoint: str, ha_endpoint: str) -> str:
@@ -101,6 +128,10 @@ class BrokerProcessConfig(BaseModel):
     # How often the master appends a stats snapshot to the stats topic (api/stats.py);
     # 0 turns publishing off. Tests and local clusters shorten it (e.g. 1.0).
     stats_interval_seconds: float = Field(default=DEFAULT_STATS_INTERVAL_SECONDS, ge=0)
+    # spec.tieredStorage as the manifest says it, with a relative posix.path already
+    # resolved by rocketctl local. Never a secret: S3 credentials reach the process as
+    # environment variables (s3_credential_env).
+    tiered_storage: TieredStorageSpec = Field(default_factory=TieredStorageSpec)
     # Keep this pod's ``rocketcluster.io/role`` label current (Kubernetes, replicated
     # groups: the group's client Service selects role=master); needs POD_NAME,
     # POD_NAMESPACE and a service account allowed to patch the pod.

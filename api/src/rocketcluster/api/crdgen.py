@@ -316,10 +316,17 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A structural schema as a strict API server applies it, as plain JSON schema (for
     validating custom resources in tests): unknown fields refused
     (``fieldValidation=Strict``, kubectl's default), ``nullable`` honoured, the
-    Kubernetes extensions (CEL rules, list types) left out — check those apart."""
+    Kubernetes extensions (CEL rules, list types) left out — check those apart; an
+    OpenAPI ``exclusiveMinimum: true`` beside ``minimum`` becomes JSON schema's
+    numeric ``exclusiveMinimum`` (read as a number, ``true`` would be 1)."""
     out = copy.deepcopy(schema)
     for key in ("x-kubernetes-validations", "x-kubernetes-list-type", "x-kubernetes-list-map-keys"):
         out.pop(key, None)
+    for bound, exclusive in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        if out.get(exclusive) is True:
+            out[exclusive] = out.pop(bound)
+        elif out.get(exclusive) is False:
+            del out[exclusive]
     if out.pop("nullable", False):
         out["type"] = [out["type"], "null"]
     if "properties" in out:

@@ -33,7 +33,12 @@ def local() -> None:
     "--timeout", type=float, default=90.0, show_default=True, help="seconds to wait for ready"
 )
 def up(manifest: Path, directory: Path, timeout: float) -> None:
-    """Start the manifest's processes in the background and wait until they serve."""
+    """Start the manifest's processes in the background and wait until they serve.
+
+    The processes inherit this command's environment. With spec.tieredStorage on S3,
+    set the AWS_* variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)
+    here: s3.credentialsSecret is for Kubernetes only. A relative posix.path is a
+    directory under --dir, shared by every broker."""
     try:
         state = _runtime(directory).up(manifest, timeout=timeout)
     except (ManifestError, LocalRuntimeError) as exc:
@@ -72,8 +77,13 @@ def status(directory: Path) -> None:
     click.echo(json.dumps(state, indent=2))
 
 
+_ACT_HELP = {
+    "restart": "Restart one process by name, with this command's environment (AWS_* included)."
+}
+
+
 def _act(verb: str) -> click.Command:
-    @click.command(verb, help=f"{verb.capitalize()} one process by name.")
+    @click.command(verb, help=_ACT_HELP.get(verb, f"{verb.capitalize()} one process by name."))
     @click.argument("name")
     @click.option(
         "--dir",

@@ -31,7 +31,10 @@ def render(manifest: Path, namespace: str | None, output: str, include_crds: boo
         cluster = cluster.model_copy(
             update={"metadata": cluster.metadata.model_copy(update={"namespace": namespace})}
         )
-    objects = render_cluster(cluster)
+    try:
+        objects = render_cluster(cluster)
+    except ValueError as exc:  # what only the CRD refuses, e.g. a relative posix.path
+        raise click.ClickException(f"cannot render for Kubernetes: {exc}") from exc
     if include_crds:
         objects = [custom_resource_definition(r) for r in RESOURCES] + objects
     if output == "json":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from rocketcluster.api.broker_config import (
     HA_PORT,
     BrokerProcessConfig,
 )
-from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.cluster import RocketCluster, TieredStorageSpec
 from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
 from rocketcluster.api.process_settings import broker_settings, controller_settings
 
@@ -170,6 +171,18 @@ def plan_replicated(
     return plans
 
 
+def local_tiered_storage(spec: TieredStorageSpec, directory: Path) -> TieredStorageSpec:
+    """``spec`` with a relative ``posix.path`` made absolute against the local cluster's
+    directory (every broker shares it, as the pods of a cluster share one volume).
+    ``posix.claimName`` and ``s3.credentialsSecret`` mean nothing here: the brokers
+    inherit rocketctl's environment, AWS_* variables included."""
+    posix = spec.posix
+    if posix is None or Path(posix.path).is_absolute():
+        return spec
+    path = os.path.abspath(directory / posix.path)
+    return spec.model_copy(update={"posix": posix.model_copy(update={"path": path})})
+
+
 def _broker_settings(
     cluster: RocketCluster, directory: Path, name: str, group: str, host: str
 ) -> dict[str, Any]:
@@ -189,6 +202,8 @@ def _broker_settings(
 
 
 def _broker_plan(name: str, host: str, directory: Path, config: BrokerProcessConfig) -> ProcessPlan:
+    # After the overrides: a tier a test passes in is resolved like the manifest's.
+    config.tiered_storage = local_tiered_storage(config.tiered_storage, directory)
     return ProcessPlan(
         name=name,
         role="broker",

@@ -21,8 +21,14 @@ from typing import Any
 
 import httpx
 
-from rocketcluster.api.broker_config import ADMIN_PORT, CLIENT_PORT, CONTROLLER_PORT, HA_PORT
-from rocketcluster.api.cluster import RocketCluster, load_manifest
+from rocketcluster.api.broker_config import (
+    ADMIN_PORT,
+    CLIENT_PORT,
+    CONTROLLER_PORT,
+    HA_PORT,
+    BrokerProcessConfig,
+)
+from rocketcluster.api.cluster import RocketCluster, TieredBackend, load_manifest
 from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.ctl.local.addresses import allocate
 from rocketcluster.ctl.local.plan import ProcessPlan, ProxyConfig, hosts_needed, plan_cluster
@@ -110,6 +116,8 @@ class LocalRuntime:
                 f"{cluster.name} needs {hosts_needed(cluster)} host addresses, got {len(hosts)}"
             )
         plans = plan_cluster(cluster, self.directory, hosts, overrides, controller_overrides)
+        for tier in own_tier_directories(plans, self.directory):
+            tier.mkdir(parents=True, exist_ok=True)
         if argv_prefix is not None:
             for plan in plans:
                 plan.argv_prefix = argv_prefix(plan)
@@ -295,6 +303,22 @@ class LocalRuntime:
                     pass
                 time.sleep(0.1)
         raise LocalRuntimeError(f"{name} not ready {timeout:.0f}s after restart")
+
+
+def own_tier_directories(plans: list[ProcessPlan], directory: Path) -> set[Path]:
+    """The posix tier directories inside the cluster's directory (a relative
+    ``posix.path``), made like ``data/``; one elsewhere must be there already, as a
+    mounted share is (making it would hide a missing mount)."""
+    out = set()
+    for plan in plans:
+        if not isinstance(plan.config, BrokerProcessConfig):
+            continue
+        tiered = plan.config.tiered_storage
+        if tiered.enabled and tiered.backend is TieredBackend.POSIX and tiered.posix:
+            path = Path(tiered.posix.path)
+            if path.is_relative_to(directory):
+                out.add(path)
+    return out
 
 
 def _signal(proc: dict[str, Any], sig: int) -> None:

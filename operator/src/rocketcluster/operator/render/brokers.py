@@ -1,7 +1,9 @@
 """Broker groups: one StatefulSet per group (OnDelete — only the operator's roller
 replaces pods, in its order), a headless Service that names every replica, a client
 Service that selects whichever pod is master (each broker labels its own pod), a
-ConfigMap with one config file per replica, and a PodDisruptionBudget."""
+ConfigMap with one config file per replica, and a PodDisruptionBudget. Tiered storage
+adds to the broker pods only: S3 credentials from the named Secret as environment
+variables, or the posix backend's shared claim mounted at its path."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from rocketcluster.api.broker_config import (
     CLIENT_PORT,
     HA_PORT,
     BrokerProcessConfig,
+    s3_credential_env,
 )
-from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.cluster import RocketCluster, TieredBackend
 from rocketcluster.api.process_settings import broker_settings
 from rocketcluster.operator.render import pods
 from rocketcluster.operator.render.controllers import member_addresses
@@ -32,6 +35,7 @@ PORTS = {"client": CLIENT_PORT, "ha": HA_PORT, "admin": ADMIN_PORT}
 # Settings a broker takes from the controllers' catalogue once it runs: a change to
 # them alone needs no restart (the files only bootstrap a fresh broker).
 HOT_SETTINGS = ("routeGroups", "topics", "consumerGroups")
+TIER_VOLUME = "tier"
 
 
 def service_account_name(cluster: RocketCluster) -> str:
@@ -144,19 +148,61 @@ def client_service(cluster: RocketCluster, group: str) -> K8sObject:
     }
 
 
+def tier_env(cluster: RocketCluster) -> list[dict[str, Any]]:
+    """S3 credentials from ``tieredStorage.s3.credentialsSecret``, one variable per key
+    (the kubelet resolves them: neither the operator nor the config files see them)."""
+    tiered = cluster.spec.tiered_storage
+    secret = tiered.s3.credentials_secret if tiered.s3 is not None else None
+    env = []
+    for name, required in s3_credential_env(tiered).items():
+        ref: dict[str, Any] = {"name": secret, "key": name}
+        if not required:
+            ref["optional"] = True
+        env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+    return env
+
+
+def tier_volume(cluster: RocketCluster) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The shared volume of the posix backend (its claim, mounted at ``posix.path``) as
+    (volume, mount); None when the operator mounts nothing."""
+    tiered = cluster.spec.tiered_storage
+    posix = tiered.posix
+    if not tiered.enabled or tiered.backend is not TieredBackend.POSIX or posix is None:
+        return None
+    if not posix.path.startswith("/"):
+        # The CRD refuses it; only `rocketctl render` of a local manifest gets here.
+        raise ValueError(
+            f"tieredStorage.posix.path {posix.path!r} must be absolute in Kubernetes "
+            "(a relative path is for rocketctl local)"
+        )
+    if posix.claim_name is None:
+        return None
+    volume = {"name": TIER_VOLUME, "persistentVolumeClaim": {"claimName": posix.claim_name}}
+    return volume, {"name": TIER_VOLUME, "mountPath": posix.path}
+
+
+def broker_container(cluster: RocketCluster) -> dict[str, Any]:
+    container = pods.container(
+        cluster,
+        "broker",
+        ["rocketcluster-broker", "--config", f"{kube.CONFIG_DIR}/$({kube.ENV_POD_NAME}).json"],
+        PORTS,
+        cluster.spec.brokers.resources,
+        cluster.spec.image,
+    )
+    container["env"] += tier_env(cluster)
+    tier = tier_volume(cluster)
+    if tier is not None:
+        container["volumeMounts"].append(tier[1])
+    return container
+
+
 def statefulset(cluster: RocketCluster, group: str) -> K8sObject:
     brokers = cluster.spec.brokers
     selector = group_selector(cluster, group)
     spec = pods.pod_spec(
         cluster,
-        pods.container(
-            cluster,
-            "broker",
-            ["rocketcluster-broker", "--config", f"{kube.CONFIG_DIR}/$({kube.ENV_POD_NAME}).json"],
-            PORTS,
-            brokers.resources,
-            cluster.spec.image,
-        ),
+        broker_container(cluster),
         service_account=service_account_name(cluster),
         automount_token=cluster.spec.controller.replicas > 0,
         selector=selector,
@@ -164,6 +210,9 @@ def statefulset(cluster: RocketCluster, group: str) -> K8sObject:
         data_volume=None,
         config_map=kube.broker_config_name(group),
     )
+    tier = tier_volume(cluster)
+    if tier is not None:
+        spec["volumes"].append(tier[0])
     annotations = {
         kube.ANNOTATION_POD_HASH: pod_hash(spec, shared_settings(cluster, group)),
         **pods.scrape_annotations(),
