@@ -56,6 +56,26 @@ def test_space_ceilings_delete_young_segments_too() -> None:
     assert count == 3 and reasons == (DeleteReason.STORE_SIZE,)
 
 
+def test_what_the_tier_does_not_hold_stays_and_is_counted() -> None:
+    now = 1e9
+    segs = infos(5, [50, 40, 30, 20, 1], now)
+    base = {
+        "now": now,
+        "retention_hours": 10.0,
+        "flushed_offset": 10**9,
+        "disk_used_ratio": 0.9,  # disk pressure wants space too
+        "disk_max_used_ratio": 0.75,
+        "segment_size": 100,
+        "disk_total_bytes": 10_000,
+        "max_store_bytes": None,
+    }
+    free = plan_retention(segs, **base)  # type: ignore[arg-type]
+    held = plan_retention(segs, **base, held_from=250)  # type: ignore[arg-type]
+    assert (free.delete_count, free.held_by_tier) == (4, 0)
+    assert (held.delete_count, held.held_by_tier) == (2, 2)  # [200, 300) holds offset 250
+    assert plan_retention(segs, **base, held_from=0).delete_count == 0  # type: ignore[arg-type]
+
+
 async def test_store_retention_moves_queue_minimums_and_forgets_index(store_dir: Path) -> None:
     cfg = small_config(store_dir, retention_hours=1.0)
     store = await MessageStore.open(cfg)

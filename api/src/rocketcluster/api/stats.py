@@ -78,7 +78,8 @@ class SegmentStats(_Row):
     max_store_time: int | None = None
     # The last time any read was served from this segment (since the broker started).
     last_read_time: int | None = None
-    # Whether the tiered store already holds this segment (issue 16: always False yet).
+    # Whether the tier already holds this queue's part of the segment (tiered storage
+    # on, and uploaded): local retention may delete it without losing anything.
     tiered: bool = False
 
 

@@ -143,6 +143,11 @@ class BrokerMetrics:
         grow); exposed as ``<name>_total``, whether or not ``name`` ends so."""
         self.state.add("counter", name, doc, source)
 
+    def histogram(self, name: str, doc: str, buckets: Sequence[float]) -> Callable[[float], None]:
+        """A histogram with only the base labels; returns its ``observe``."""
+        metric = Histogram(name, doc, list(self._base), buckets=buckets, registry=self.registry)
+        return self._child(metric).observe  # type: ignore[no-any-return]
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 

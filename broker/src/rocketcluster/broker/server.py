@@ -39,6 +39,10 @@ def store_config(config: BrokerProcessConfig) -> StoreConfig:
         "max_message_bytes": config.max_message_bytes,
         "retention_hours": config.retention_hours,
     }
+    tiered = config.tiered_storage
+    if tiered.enabled and tiered.local_retention_hours is not None:
+        # What the tier holds may go sooner; what it does not is never deleted.
+        settings["retention_hours"] = tiered.local_retention_hours
     if config.segment_size:
         settings["segment_size"] = config.segment_size
     for guard in ("disk_max_used_ratio", "disk_full_ratio"):

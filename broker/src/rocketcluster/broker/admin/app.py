@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+from rocketcluster.broker.messaging import queries
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.codes import Code, MessagingError
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
@@ -201,17 +202,54 @@ def create_admin_app(
     # -- messages --------------------------------------------------------------
 
     @app.get("/v1/messages/{message_id}")
-    def message_by_id(message_id: str) -> list[dict[str, Any]]:
-        found = store.lookup_by_id(message_id)
+    async def message_by_id(message_id: str) -> list[dict[str, Any]]:
+        """Messages with this id — in the local store, or in the tier once local
+        retention removed them."""
+        found = await queries.lookup_by_id(store, rt.tier, message_id)
         if not found:
             raise HTTPException(404, detail=f"no message with id {message_id!r}")
         return [_message_view(m) for m in found]
 
     @app.get("/v1/messages")
-    def messages_by_key(
+    async def messages_by_key(
         topic: str = Query(...), key: str = Query(...), limit: int = Query(32, ge=1, le=1000)
     ) -> list[dict[str, Any]]:
-        return [_message_view(m) for m in store.lookup_by_key(topic, key, limit)]
+        found = await queries.lookup_by_key(store, rt.tier, topic, key, limit)
+        return [_message_view(m) for m in found]
+
+    @app.get("/v1/topics/{name}/queues/{queue_id}/offset")
+    async def queue_offset_for_time(
+        name: str, queue_id: int, time_ms: int = Query(..., alias="time", ge=0)
+    ) -> dict[str, Any]:
+        """The first offset of a queue stored at or after ``time`` (epoch ms), the tier
+        included: where a consumer group resets to for "from this time on"."""
+        topic = rt.registry.get_topic(name)
+        if topic is None:
+            raise HTTPException(404, detail=f"topic {name!r} does not exist")
+        if not 0 <= queue_id < topic.queues:
+            raise HTTPException(404, detail=f"topic {name!r} has no queue {queue_id}")
+        offset = await queries.offset_for_time(store, rt.tier, name, queue_id, time_ms)
+        lo, hi = store.queue_offsets(name, queue_id)
+        return {"offset": offset, "minOffset": lo, "maxOffset": hi}
+
+    @app.get("/v1/tier")
+    async def tier_status() -> dict[str, Any]:
+        """Tiered storage on this broker: backend, upload lag, what the tier holds per
+        queue, reads served from it ({"enabled": false} when it is off)."""
+        if rt.tier is None:
+            return {"enabled": False}
+        return rt.tier.status()
+
+    @app.post("/v1/tier/flush")
+    async def tier_flush() -> dict[str, Any]:
+        """Upload everything pending now (the master only; tools and tests)."""
+        if rt.tier is None:
+            raise HTTPException(409, detail="tiered storage is not enabled on this broker")
+        try:
+            uploaded = await rt.tier.flush()
+        except Exception as exc:
+            raise HTTPException(503, detail=f"the tier's backend failed: {exc}") from exc
+        return {"segments": uploaded, "uploading": rt.is_master()}
 
     # -- statistics --------------------------------------------------------------
 
@@ -243,6 +281,19 @@ def create_admin_app(
                 "quarantined": [q.reason for q in report.quarantined],
                 "warnings": report.warnings,
             },
+        }
+
+    @app.post("/v1/store/retention")
+    async def run_retention() -> dict[str, Any]:
+        """Apply the retention policy now (it also runs every retentionInterval): what
+        it deleted, why, and how many segments it kept because the tier does not have
+        their messages yet."""
+        decision = store.apply_retention()
+        return {
+            "deletedSegments": decision.delete_count,
+            "reasons": [str(r) for r in decision.reasons],
+            "heldByTier": decision.held_by_tier,
+            "commitLogMinOffset": store.commitlog.min_offset,
         }
 
     @app.get("/v1/stats/snapshots")

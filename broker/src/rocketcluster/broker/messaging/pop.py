@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from rocketcluster.api.broker_config import MessagingTuning
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
@@ -31,6 +32,7 @@ from rocketcluster.broker.messaging.receipt import (
 )
 from rocketcluster.broker.stats.reads import ReadRecorder
 from rocketcluster.broker.store import MessageStore, StoredMessage
+from rocketcluster.broker.store.consumequeue import ConsumeQueue
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,17 @@ StateKey = tuple[str, str, int]
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class ColdReads(Protocol):
+    """Tiered storage as receive sees it (broker/tiered/service.py)."""
+
+    def wants(self, cq: ConsumeQueue, offset: int) -> bool: ...
+    async def read(
+        self, topic: str, queue_id: int, offset: int, max_count: int
+    ) -> list[StoredMessage]: ...
+    def fell_back(self) -> None: ...
+    def resume_at(self, topic: str, queue_id: int, offset: int) -> int | None: ...
 
 
 @dataclass(slots=True)
@@ -75,6 +88,9 @@ class PopService:
         # them distinct across restarts too.
         self._nonces = itertools.count(time.time_ns() // 1000)
         self._persisted: dict[StateKey, float] = {}
+        # Tiered storage, when enabled: messages local retention removed (or, by the
+        # read policy, ones it did not) are read from the tier.
+        self.cold: ColdReads | None = None
 
     # -- state -----------------------------------------------------------------
 
@@ -197,10 +213,21 @@ class PopService:
             if len(out) >= limit:
                 break
             entry = cq.get(offset)
-            if entry is None or entry.physical_offset < clog_min:
-                state.mark_done(offset)  # removed by retention meanwhile
+            local = entry is not None and entry.physical_offset >= clog_min
+            msg = None
+            if not local or self._cold_wanted(cq, offset):
+                found = await self._read_cold(topic, qid, offset, 1)
+                if found:
+                    msg = found[0]
+                elif not local and found is None:
+                    continue  # the tier fails: redelivered once it answers
+                elif not local:
+                    state.mark_done(offset)  # removed by retention meanwhile
+                    continue
+            if msg is None and entry is not None:
+                msg = store.read_message(entry.physical_offset, entry.size)
+            if msg is None:
                 continue
-            msg = store.read_message(entry.physical_offset, entry.size)
             if attempts >= group.max_delivery_attempts:
                 state.deliver(offset, attempts, now + DLQ_TRANSIT_MS, next(self._nonces))
                 to_dead_letter.append((offset, msg, attempts))
@@ -211,12 +238,42 @@ class PopService:
         while len(out) < limit and state.next_offset < cq.max_index and scanned < SCAN_LIMIT:
             if group.fifo and to_dead_letter:
                 break  # keep order: later messages wait until the dead letters are out
-            entries = cq.entries(state.next_offset, min(64, SCAN_LIMIT - scanned))
+            start = state.next_offset
+            if start < cq.min_index and not self._cold_wanted(cq, start):
+                # Neither the tier nor the disk has it (deleted while tiering was off).
+                resume = self.cold.resume_at(topic, qid, start) if self.cold else None
+                target = min(x for x in (resume, cq.min_index) if x is not None and x > start)
+                if state.committed == start:
+                    state.advance_to(target)
+                else:
+                    for gone in range(start, min(target, start + SCAN_LIMIT - scanned)):
+                        state.skip_new(gone)
+                        scanned += 1
+                continue
+            if self._cold_wanted(cq, start):
+                cold = await self._read_cold(topic, qid, start, SCAN_LIMIT - scanned)
+                if cold is None and start < cq.min_index:
+                    break  # the tier fails and the data is only there: nothing skipped, later
+                if state.next_offset != start:
+                    continue  # another receive moved this queue on while we waited
+                for msg in cold or ():
+                    scanned += 1
+                    if not message_filter.matches(msg.tag, msg.properties):
+                        state.skip_new(msg.queue_offset)
+                        continue
+                    deliver(msg.queue_offset, msg, 1)
+                    if len(out) >= limit:
+                        break
+                if cold:
+                    continue  # (None: the tier failed, the local copy serves)
+            entries = cq.entries(start, min(64, SCAN_LIMIT - scanned))
             if not entries:
                 break
             for entry in entries:
-                scanned += 1
                 offset = state.next_offset
+                if entry.physical_offset < clog_min and self._cold_wanted(cq, offset):
+                    break  # retention removed it meanwhile: the tier serves it
+                scanned += 1
                 if entry.physical_offset < clog_min or not message_filter.matches_code(
                     entry.tags_code
                 ):
@@ -240,6 +297,23 @@ class PopService:
             else:
                 state.make_visible(offset)  # retried on a later receive
         return out
+
+    def _cold_wanted(self, cq: ConsumeQueue, offset: int) -> bool:
+        return self.cold is not None and self.cold.wants(cq, offset)
+
+    async def _read_cold(
+        self, topic: str, qid: int, offset: int, max_count: int
+    ) -> list[StoredMessage] | None:
+        """Messages from the tier; None when it failed (counted as a fallback: the
+        caller serves the local copy if there is one, else waits)."""
+        if self.cold is None:
+            return []
+        try:
+            return await self.cold.read(topic, qid, offset, max_count)
+        except Exception as exc:
+            log.warning("cold read of %s/%d@%d failed: %r", topic, qid, offset, exc)
+            self.cold.fell_back()
+            return None
 
     def _commit(self, group: str, topic: str, qid: int, state: QueueConsumeState) -> None:
         if self._store.metadata.get_offset(group, topic, qid) != state.committed:

@@ -43,6 +43,9 @@ from rocketcluster.broker.store import (
     PutStatus,
     StoredMessage,
 )
+from rocketcluster.broker.tiered.factory import backend_from_spec
+from rocketcluster.broker.tiered.metrics import fetch_observer, register_tier_metrics
+from rocketcluster.broker.tiered.service import TieredStorage
 
 if TYPE_CHECKING:
     from rocketcluster.broker.ha.role import RoleManager
@@ -88,17 +91,46 @@ class MessagingRuntime:
             self._orphan_message,
             self.is_master,
         )
+        self._tasks: list[asyncio.Task[None]] = []
+        self.role: RoleManager | None = None
+        self.forwarder = Forwarder()
+        self._register_gauges()
+        self.tier = self._tiered_storage()
         self.stats = StatsPublisherService(
-            StatsSources(store, self.registry, self.pop.states, self.reads, self.identity),
+            StatsSources(
+                store,
+                self.registry,
+                self.pop.states,
+                self.reads,
+                self.identity,
+                self.tier.uploaded_below if self.tier is not None else None,
+            ),
             self.write_system,
             self.is_master,
             interval_s=config.stats_interval_seconds,
             max_body=config.max_message_bytes,
         )
-        self._tasks: list[asyncio.Task[None]] = []
-        self.role: RoleManager | None = None
-        self.forwarder = Forwarder()
-        self._register_gauges()
+
+    def _tiered_storage(self) -> TieredStorage | None:
+        """Tiered storage when the manifest turns it on: the store keeps what is not
+        uploaded, receives read what local retention removed (DESIGN §4)."""
+        spec = self.config.tiered_storage
+        if not spec.enabled:
+            return None
+        tier = TieredStorage(
+            spec,
+            self.store,
+            backend_from_spec(spec),
+            cluster=self.config.cluster,
+            group=self.config.group,
+            writer=self.config.node_id,
+            is_master=self.is_master,
+            on_fetch=fetch_observer(self.metrics),
+        )
+        self.store.attach_tier(tier)
+        self.pop.cold = tier
+        register_tier_metrics(self.metrics, tier)
+        return tier
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -110,8 +142,12 @@ class MessagingRuntime:
             loop.create_task(self._upkeep(), name="messaging-upkeep"),
             loop.create_task(self.stats.run(), name="stats-publisher"),
         ]
+        if self.tier is not None:
+            self.tier.start()
 
     async def stop(self) -> None:
+        if self.tier is not None:
+            await self.tier.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

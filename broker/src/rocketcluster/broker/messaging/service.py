@@ -20,6 +20,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from rocketcluster.broker.messaging import queries
 from rocketcluster.broker.messaging.codes import OK, OK_STATUS, Code, MessagingError, status
 from rocketcluster.broker.messaging.convert import duration_ms, to_pb
 from rocketcluster.broker.messaging.filters import FilterSyntaxError
@@ -477,7 +478,33 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def QueryOffset(
         self, request: spb.QueryOffsetRequest, context: Any
     ) -> spb.QueryOffsetResponse:
-        return spb.QueryOffsetResponse(status=self._unsupported("QueryOffset"))
+        """A queue's first or next offset, or the first stored at or after a time —
+        tiered data included (what "consume from this time on" resets to)."""
+
+        async def handle(client_id: str) -> spb.QueryOffsetResponse:
+            rt = self._rt
+            queue = request.message_queue
+            topic = rt.registry.require_topic(queue.topic.name)
+            if not 0 <= queue.id < topic.queues:
+                raise MessagingError(
+                    Code.BAD_REQUEST, f"topic {topic.name!r} has no queue {queue.id}"
+                )
+            lo, hi = rt.store.queue_offsets(topic.name, queue.id)
+            policy = request.query_offset_policy
+            if policy == pb.QueryOffsetPolicy.BEGINNING:
+                offset = lo
+            elif policy == pb.QueryOffsetPolicy.END:
+                offset = hi
+            else:
+                time_ms = request.timestamp.seconds * 1000 + request.timestamp.nanos // 1_000_000
+                offset = await queries.offset_for_time(
+                    rt.store, rt.tier, topic.name, queue.id, time_ms
+                )
+            return spb.QueryOffsetResponse(status=OK_STATUS, offset=offset)
+
+        return await self._unary(
+            "QueryOffset", context, lambda s: spb.QueryOffsetResponse(status=s), handle, request
+        )
 
     async def SyncLiteSubscription(
         self, request: spb.SyncLiteSubscriptionRequest, context: Any

@@ -19,7 +19,7 @@ has not consumed there.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from rocketcluster.api.names import SYSTEM_TOPIC_PREFIX, retry_topic
@@ -150,7 +150,20 @@ def consumer_stats(
     return rows
 
 
-def segment_stats(shares: Iterable[ShareRow], reads: ReadRecorder) -> list[SegmentStats]:
+def segment_stats(
+    shares: Iterable[ShareRow],
+    reads: ReadRecorder,
+    tiered_below: Callable[[str, int], float] | None = None,
+    segment_size: int = 0,
+) -> list[SegmentStats]:
+    """``tiered_below(topic, queue)``: the commit-log offset below which the queue's
+    messages are all in the tier; a row is tiered when its whole segment is below."""
+
+    def tiered(row: ShareRow) -> bool:
+        return tiered_below is not None and row.segment + segment_size <= tiered_below(
+            row.topic, row.queue_id
+        )
+
     return [
         SegmentStats(
             topic=row.topic,
@@ -161,7 +174,7 @@ def segment_stats(shares: Iterable[ShareRow], reads: ReadRecorder) -> list[Segme
             min_store_time=row.share.min_store_time,
             max_store_time=row.share.max_store_time,
             last_read_time=reads.segment(row.segment),
-            tiered=False,
+            tiered=tiered(row),
         )
         for row in shares
         if reported(row.topic)

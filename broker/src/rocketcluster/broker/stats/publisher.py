@@ -65,6 +65,9 @@ class StatsSources:
     states: Callable[[], Mapping[StateKey, QueueConsumeState]]
     reads: ReadRecorder
     identity: Callable[[], Identity]
+    # Tiered storage: the commit-log offset below which a queue's messages are all in
+    # the tier (segment rows say whether the tier holds their part); None: no tier.
+    tiered_below: Callable[[str, int], float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +202,9 @@ class StatsPublisherService:
                 await asyncio.sleep(0)
         tracker.drop_below(clog.min_offset)
         reads.forget_segments_below(clog.min_offset)
-        return collect.segment_stats(tracker.rows(), reads)
+        return collect.segment_stats(
+            tracker.rows(), reads, self._sources.tiered_below, clog.segment_size
+        )
 
     def status(self) -> dict[str, object]:
         """For the admin API: whether snapshots go out, and the last one's cost."""

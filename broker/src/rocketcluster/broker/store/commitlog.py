@@ -345,6 +345,15 @@ class CommitLog:
             pos += n
         return bytes(out)
 
+    def resident(self, offset: int, size: int) -> bool | None:
+        """Whether the record at ``offset`` is in the page cache (None: cannot tell,
+        or no longer in the log)."""
+        try:
+            seg = self._segment_for(offset)
+        except OffsetRemovedError:
+            return None
+        return self.page_cache.resident(seg.fd, size, offset - seg.base)
+
     def read_message(
         self, offset: int, size: int, *, count_cache: bool = False
     ) -> record.StoredMessage:

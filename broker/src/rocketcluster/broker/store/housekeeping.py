@@ -10,17 +10,18 @@ flush is touching them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Protocol
 
+from rocketcluster.api.tasks import cancel_and_wait
 from rocketcluster.broker.store.commitlog import CommitLog
 from rocketcluster.broker.store.config import StoreConfig
 from rocketcluster.broker.store.dispatch import ConsumeQueueTable
 from rocketcluster.broker.store.index import IndexService
 from rocketcluster.broker.store.metadata import MetadataStore
 from rocketcluster.broker.store.retention import RetentionDecision, SegmentInfo, plan_retention
+from rocketcluster.broker.store.tier_view import TierView
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ class HousekeptStore(Protocol):
     def disk_total_bytes(self) -> int: ...
     def refresh_disk_usage(self) -> None: ...
     def retry_stalled_dispatch(self) -> None: ...
+    @property
+    def tier(self) -> TierView | None: ...
     def write_checkpoint(self, *, clean: bool, logics: int | None = None) -> None: ...
 
 
@@ -62,6 +65,7 @@ class Housekeeping:
         self.last_retention: RetentionDecision | None = None
         self.deleted_segments = 0
         self.deleted_bytes = 0  # commit-log bytes retention removed since the start
+        self.held_by_tier = 0  # segments the last run kept because they are not uploaded
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="store-housekeeping")
@@ -73,10 +77,7 @@ class Housekeeping:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         cfg = self._store.config
@@ -123,6 +124,7 @@ class Housekeeping:
             except FileNotFoundError:
                 continue
             infos.append(SegmentInfo(seg.base, seg.end, mtime))
+        tier = store.tier
         decision = plan_retention(
             infos,
             now=time.time() if now is None else now,
@@ -133,8 +135,15 @@ class Housekeeping:
             segment_size=clog.segment_size,
             disk_total_bytes=store.disk_total_bytes,
             max_store_bytes=cfg.max_store_bytes,
+            held_from=None if tier is None else tier.held_from(),
         )
         self.last_retention = decision
+        if decision.held_by_tier and not self.held_by_tier:
+            log.warning(
+                "retention holds %d segment(s) back: their messages are not in the tier yet",
+                decision.held_by_tier,
+            )
+        self.held_by_tier = decision.held_by_tier
         if decision.delete_count:
             removed = clog.delete_head_segments(decision.delete_count)
             self.deleted_segments += len(removed)
@@ -142,7 +151,8 @@ class Housekeeping:
             new_min = clog.min_offset
             for cq in store.queues:
                 cq.delete_before_physical(new_min)
-            store.index.drop_tables_below(new_min)
+            tiered = None if tier is None else tier.lowest_physical()
+            store.index.drop_tables_below(new_min if tiered is None else min(new_min, tiered))
             store.refresh_disk_usage()
             log.info(
                 "retention removed %d segment(s) (%s); commit log now starts at %d",

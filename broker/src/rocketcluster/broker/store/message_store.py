@@ -41,6 +41,7 @@ from rocketcluster.broker.store.record import MessageToStore, StoredMessage
 from rocketcluster.broker.store.recovery import RecoveryReport
 from rocketcluster.broker.store.retention import RetentionDecision
 from rocketcluster.broker.store.store_recovery import recover_store
+from rocketcluster.broker.store.tier_view import TierView
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class MessageStore:
         self._defer_writes = config.flush is FlushMode.SYNC
         self.disk_used_ratio = 0.0
         self.disk_total_bytes = 0
+        self.tier: TierView | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -384,11 +386,20 @@ class MessageStore:
 
     # -- reading ---------------------------------------------------------------
 
+    def attach_tier(self, tier: TierView | None) -> None:
+        """Tiered storage: retention keeps what is not uploaded, queues start where
+        the tier starts, index entries stay while the tier holds their messages."""
+        self.tier = tier
+
     def queue_offsets(self, topic: str, queue_id: int) -> tuple[int, int]:
-        """(min, max) logical offsets visible to consumers of topic/queue_id."""
+        """(min, max) logical offsets visible to consumers of topic/queue_id (the min
+        reaches into the tier when reads may be served from it)."""
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return 0, 0
+        tiered = None if self.tier is None else self.tier.queue_start(topic, queue_id)
+        if tiered is not None and tiered < cq.min_index:
+            return tiered, cq.max_index
         return cq.min_index, cq.max_index
 
     def get_messages(
@@ -513,6 +524,12 @@ class MessageStore:
     def retention_deleted_bytes(self) -> int:
         """Commit-log bytes retention removed since the store opened."""
         return self._housekeeping.deleted_bytes
+
+    @property
+    def retention_held_by_tier(self) -> int:
+        """Segments the last retention run kept because the tier does not have all
+        of them yet (disk pressure a tier outage causes)."""
+        return self._housekeeping.held_by_tier
 
     def add_flush_timing_listener(self, listener: Callable[[float], None]) -> None:
         """``listener(seconds)`` after every commit-log flush (one fdatasync per group

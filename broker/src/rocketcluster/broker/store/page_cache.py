@@ -62,6 +62,23 @@ class PageCacheReads:
                 self._big = bytearray(length)
             return self._read_into(memoryview(self._big)[:length], fd, length, position)
 
+    def resident(self, fd: int, length: int, position: int) -> bool | None:
+        """Whether the page cache holds the first bytes of the range (up to a page:
+        enough to tell a message that was read or written lately from one that went
+        to disk long ago); None when this filesystem cannot tell. Counts nothing."""
+        if not self.supported or _NOWAIT is None or length <= 0:
+            return None
+        probe = bytearray(min(length, 4096))
+        try:
+            got = os.preadv(fd, (probe,), position, _NOWAIT)
+        except BlockingIOError:
+            return False
+        except OSError as exc:
+            if exc.errno in _UNSUPPORTED:
+                return None
+            raise
+        return got == len(probe)
+
     def _read_into(self, buf: bytearray | memoryview, fd: int, length: int, position: int) -> bytes:
         if _NOWAIT is None:
             return os.pread(fd, length, position)

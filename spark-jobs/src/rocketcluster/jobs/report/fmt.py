@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+from rocketcluster.api.units import binary_size
 
 # (unit name, milliseconds in it, plural label for axes)
 TIME_UNITS: tuple[tuple[str, float, str], ...] = (
@@ -60,15 +60,7 @@ def size(n_bytes: float | int | None) -> str:
     """Bytes in binary units with three significant digits: ``512 B``, ``12.3 MiB``."""
     if n_bytes is None or _missing(n_bytes):
         return "—"
-    value = float(n_bytes)
-    unit = 0
-    while abs(value) >= 1024 and unit < len(_BYTE_UNITS) - 1:
-        value /= 1024
-        unit += 1
-    if unit == 0:
-        return f"{int(value)} B"
-    digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
-    return f"{value:.{digits}f} {_BYTE_UNITS[unit]}"
+    return binary_size(n_bytes)
 
 
 def count(n: float | int | None) -> str:
