@@ -46,10 +46,30 @@ def test_expected_empty_names_real_sources_with_reasons() -> None:
 
 
 def test_alert_signals_are_expected_to_have_data_unless_said_why() -> None:
-    """A signal is what a healthy cluster has data for: only the ones of metrics that
-    cannot exist yet are excused."""
+    """A signal is what a healthy cluster has data for: only the tiered ones are
+    excused (the monitored cluster runs without tiered storage)."""
     excused = {s for s in inventory.EXPECTED_EMPTY if s.startswith("alert-signal:")}
-    assert excused == {"alert-signal:RocketMQTieredUploadLagHigh"}
+    assert excused == {
+        "alert-signal:RocketMQTieredUploadLagHigh",
+        "alert-signal:RocketMQTieredBackendDown",
+        "alert-signal:RocketMQTieredRetentionHeld",
+    }
+
+
+def test_exactly_the_tiered_queries_are_excused_for_lack_of_tiering() -> None:
+    """Every query of a rocketmq_tiered_* metric may stay empty on the monitored
+    cluster, and nothing else for that reason."""
+    tiered = {
+        q.source
+        for q in inventory.queries()
+        if "rocketmq_tiered_" in q.expr and not q.source.startswith("alert:")
+    }
+    tiered |= {f"alert:{a.name}" for a in alerts.alerts() if "rocketmq_tiered_" in a.signal}
+    reason = inventory.EXPECTED_EMPTY["metric:rocketmq_tiered_backend_up"]
+    assert "without spec.tieredStorage" in reason
+    assert {s for s, r in inventory.EXPECTED_EMPTY.items() if r == reason} == tiered
+    board = {q.source for q in inventory.dashboard_queries() if inventory.TIERED_BOARD in q.source}
+    assert len(board) >= 13 and board <= tiered
 
 
 def test_variables_become_match_everything() -> None:

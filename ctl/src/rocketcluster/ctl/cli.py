@@ -69,6 +69,40 @@ def bench_store(out_dir: Path, seconds: float, work_dir: Path | None) -> None:
     click.echo(f"results: {path}")
 
 
+@bench.command("tier")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option("--seconds", type=float, default=5.0, show_default=True, help="per produce case")
+@click.option(
+    "--messages",
+    type=int,
+    default=65_536,
+    show_default=True,
+    help="1 KiB messages written, uploaded and read back for the cold reads",
+)
+@click.option("--reps", type=int, default=3, show_default=True, help="runs of each case")
+@click.option("--s3/--no-s3", default=True, help="also S3 (moto, from rocketcluster-e2e)")
+@click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/tier"))
+def bench_tier(
+    out_dir: Path, seconds: float, messages: int, reps: int, s3: bool, work_dir: Path
+) -> None:
+    """Produce throughput with the tier's uploader running vs not, and cold reads from
+    the tier (POSIX, S3) vs local reads."""
+    from rocketcluster.ctl.bench import tier_bench
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    result = asyncio.run(
+        tier_bench.run_tier_bench(work_dir, seconds, messages=messages, reps=reps, s3=s3)
+    )
+    path = write_results(out_dir, "tier", result)
+    click.echo(format_table(tier_bench.produce_table(result), tier_bench.PRODUCE_COLUMNS))
+    click.echo()
+    click.echo(format_table(tier_bench.read_table(result), tier_bench.READ_COLUMNS))
+    click.echo()
+    for line in tier_bench.summary_lines(result):
+        click.echo(line)
+    click.echo(f"results: {path}")
+
+
 @bench.command("controller")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
 @click.option("--trials", type=int, default=20, show_default=True)
@@ -378,10 +412,11 @@ def _register() -> None:
     from rocketcluster.ctl.local_cli import local
     from rocketcluster.ctl.render_cli import render
     from rocketcluster.ctl.report_cli import COMMANDS as REPORT_COMMANDS
+    from rocketcluster.ctl.tier_cli import COMMANDS as TIER_COMMANDS
 
     main.add_command(local)
     main.add_command(render)
-    for command in [*COMMANDS, *CONTROLLER_COMMANDS, *REPORT_COMMANDS]:
+    for command in [*COMMANDS, *CONTROLLER_COMMANDS, *REPORT_COMMANDS, *TIER_COMMANDS]:
         main.add_command(command)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from pydantic import ValidationError
@@ -13,10 +14,22 @@ from rocketcluster.api.stats import STATS_FORMAT_VERSION, StatsFormatError, Stat
 
 
 class AdminError(RuntimeError):
+    """A call the broker refused (``status``: its HTTP status, ``detail``: its reason)
+    or that got no answer at all (``status`` 0, :attr:`unreachable`: nothing listens
+    at the address, the connection broke or the call timed out)."""
+
     def __init__(self, method: str, url: str, status: int, detail: str) -> None:
-        super().__init__(f"{method} {url} failed ({status}): {detail}")
+        if status == 0:
+            message = f"{method} {url}: the broker did not answer ({detail})"
+        else:
+            message = f"{method} {url} failed ({status}): {detail}"
+        super().__init__(message)
         self.status = status
         self.detail = detail
+
+    @property
+    def unreachable(self) -> bool:
+        return self.status == 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +52,37 @@ class SnapshotPage:
     next_offset: int
     snapshots: list[StoredSnapshot]
     skipped: int
+
+
+@dataclass(frozen=True, slots=True)
+class TierFlush:
+    """``POST /v1/tier/flush``: segments uploaded by this call; ``uploading`` is False on
+    a slave (only the master uploads, so a slave's flush uploads nothing)."""
+
+    segments: int
+    uploading: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionRun:
+    """``POST /v1/store/retention``: commit-log segments deleted and why, how many
+    local retention wanted to delete but kept because the tier does not have their
+    messages yet, and the commit log's first offset afterwards."""
+
+    deleted_segments: int
+    reasons: list[str]
+    held_by_tier: int
+    commit_log_min_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOffset:
+    """The first offset of a queue stored at or after a time (the tier included), and
+    the queue's range: ``max_offset`` when nothing is that recent."""
+
+    offset: int
+    min_offset: int
+    max_offset: int
 
 
 def _snapshot(raw: dict[str, Any]) -> StatsSnapshot:
@@ -72,7 +116,8 @@ class AdminClient:
         try:
             answer = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise AdminError(method, self.base + path, 0, str(exc)) from exc
+            reason = str(exc) or type(exc).__name__  # httpx's timeouts may say nothing
+            raise AdminError(method, self.base + path, 0, reason) from exc
         if answer.status_code >= 400:
             try:
                 detail = answer.json().get("detail", answer.text)
@@ -187,6 +232,45 @@ class AdminClient:
         a reader of a time window starts."""
         raw: dict[str, Any] = self._call("GET", "/v1/stats/offset", params={"time": time_ms})
         return int(raw["offset"])
+
+    # -- tiered storage and retention -------------------------------------------
+
+    def tier_status(self) -> dict[str, Any]:
+        """``GET /v1/tier`` as the broker answers it: ``{"enabled": False}``, or the
+        backend, whether this broker uploads (the master), health and last error, upload
+        lag (bytes, seconds), what the tier holds (overall and per queue), upload and
+        read counters and remote retention."""
+        result: dict[str, Any] = self._call("GET", "/v1/tier")
+        return result
+
+    def tier_flush(self) -> TierFlush:
+        """Upload everything pending now (the master; a slave uploads nothing). An
+        AdminError with status 409 when tiered storage is off, 503 when the backend
+        fails."""
+        raw: dict[str, Any] = self._call("POST", "/v1/tier/flush")
+        return TierFlush(segments=int(raw["segments"]), uploading=bool(raw["uploading"]))
+
+    def run_retention(self) -> RetentionRun:
+        """Apply local retention now instead of at its next interval."""
+        raw: dict[str, Any] = self._call("POST", "/v1/store/retention")
+        return RetentionRun(
+            deleted_segments=int(raw["deletedSegments"]),
+            reasons=[str(r) for r in raw.get("reasons", [])],
+            held_by_tier=int(raw.get("heldByTier", 0)),
+            commit_log_min_offset=int(raw["commitLogMinOffset"]),
+        )
+
+    def queue_offset_for_time(self, topic: str, queue_id: int, time_ms: int) -> QueueOffset:
+        """The first offset of ``topic``'s queue ``queue_id`` stored at or after
+        ``time_ms`` (epoch ms), data only in the tier included: where a consumer group
+        resets to for "from this time on"."""
+        path = f"/v1/topics/{quote(topic, safe='')}/queues/{queue_id}/offset"
+        raw: dict[str, Any] = self._call("GET", path, params={"time": time_ms})
+        return QueueOffset(
+            offset=int(raw["offset"]),
+            min_offset=int(raw["minOffset"]),
+            max_offset=int(raw["maxOffset"]),
+        )
 
     def metrics(self) -> str:
         result: str = self._call("GET", "/metrics")

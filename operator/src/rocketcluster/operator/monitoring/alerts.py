@@ -37,6 +37,8 @@ DISK_FREE_RATIO: Final = 0.25
 FLUSH_P99_SECONDS: Final = 0.5
 LEADER_CHANGES_IN_15M: Final = 3
 UPLOAD_LAG_SECONDS: Final = 600
+BACKEND_DOWN_FOR: Final = "5m"
+RETENTION_HELD_FOR: Final = "10m"
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
@@ -123,6 +125,8 @@ def alerts(scope: Mapping[str, str] | None = None) -> tuple[Alert, ...]:
     broker_up = m("up", f'job="{BROKER_JOB}"')
     controller_up = m("up", f'job="{CONTROLLER_JOB}"')
     upload_lag = f"max by (cluster, group, node_id) ({m('rocketmq_tiered_upload_lag_seconds')})"
+    backend_up = f"min by (cluster, group, node_id) ({m('rocketmq_tiered_backend_up')})"
+    held = f"max by (cluster, group, node_id) ({m('rocketmq_tiered_retention_held_segments')})"
     mib = ACK_LAG_BYTES // (1024 * 1024)
     return (
         Alert(
@@ -278,6 +282,36 @@ def alerts(scope: Mapping[str, str] | None = None) -> tuple[Alert, ...]:
             description=(
                 "The oldest commit log data of {{ $labels.node_id }} not yet in tiered "
                 "storage was written {{ $value | humanizeDuration }} ago."
+            ),
+        ),
+        Alert(
+            name="RocketMQTieredBackendDown",
+            severity="warning",
+            signal=backend_up,
+            expr=f"{backend_up} == 0",
+            for_=BACKEND_DOWN_FOR,
+            summary="Broker {{ $labels.node_id }} cannot reach its tiered storage backend",
+            description=(
+                "Calls from {{ $labels.node_id }} to the tiered storage backend have failed "
+                "for 5 minutes: uploads wait (local retention keeps their data on disk) and "
+                "reads of data only in the tier fail or wait."
+            ),
+        ),
+        Alert(
+            name="RocketMQTieredRetentionHeld",
+            severity="critical",
+            signal=held,
+            expr=f"{held} > 0",
+            for_=RETENTION_HELD_FOR,
+            summary=(
+                "The disk of broker {{ $labels.node_id }} keeps data tiered storage does "
+                "not have: it will fill"
+            ),
+            description=(
+                "Local retention on {{ $labels.node_id }} keeps {{ $value | humanize }} "
+                "commit log segment(s) past their time because their messages are not in "
+                "tiered storage yet; the disk fills until uploads catch up, then writes "
+                "are refused."
             ),
         ),
     )

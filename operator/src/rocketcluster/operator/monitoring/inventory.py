@@ -11,6 +11,11 @@ become ``.*``, ``$__rate_interval``/``$__interval`` become ``1m`` and ``$__range
 :data:`EXPECTED_EMPTY` names the sources that may return nothing on a healthy local
 cluster (three replicas per group, producers and consumers running, one slave
 stopped) and why; anything else returning nothing is a bug in a query or a metric.
+That cluster runs without tiered storage, so every query of ``rocketmq_tiered_*`` (the
+metrics, the *Tiered storage* dashboard, the tiered alerts) is expected empty there;
+that a broker with tiered storage exports exactly :data:`TIERED_METRICS` (and one
+without, none of them) is checked on a real broker in
+``operator/tests/monitoring/test_tiered_metrics.py``.
 
 Scrape convention the checks need (see ``conventions``): job ``rocketcluster-broker``
 with target labels ``cluster`` and ``group`` for brokers, job
@@ -78,10 +83,23 @@ BROKER_METRICS: Final = (
     "rocketmq_storage_retention_seconds",
     "rocketmq_storage_retention_deleted_bytes_total",
 )
-TIERED_METRICS: Final = (  # issue 16: the tiered store exports these once it exists
+# Exported only by brokers with spec.tieredStorage enabled (broker/tiered/metrics.py).
+TIERED_METRICS: Final = (
     "rocketmq_tiered_upload_lag_bytes",
     "rocketmq_tiered_upload_lag_seconds",
+    "rocketmq_tiered_size_bytes",
+    "rocketmq_tiered_segments",
+    "rocketmq_tiered_uploaded_bytes_total",
+    "rocketmq_tiered_uploaded_messages_total",
     "rocketmq_tiered_cold_reads_total",
+    "rocketmq_tiered_cold_read_messages_total",
+    "rocketmq_tiered_fallbacks_total",
+    "rocketmq_tiered_backend_errors_total",
+    "rocketmq_tiered_backend_up",
+    "rocketmq_tiered_retention_held_segments",
+    "rocketmq_tiered_fetch_latency_bucket",
+    "rocketmq_tiered_fetch_latency_count",
+    "rocketmq_tiered_fetch_latency_sum",
 )
 CONTROLLER_METRICS: Final = (
     "rocketmq_controller_raft_term",
@@ -98,29 +116,6 @@ CONTROLLER_METRICS: Final = (
     "rocketmq_controller_sync_state_set_size",
 )
 METRICS: Final = BROKER_METRICS + TIERED_METRICS + CONTROLLER_METRICS
-
-_TIERED = "tiered storage is issue 16: no broker exports rocketmq_tiered_* yet"
-_NOT_FIRING = "the alert's condition does not hold on a healthy cluster"
-
-EXPECTED_EMPTY: Final[dict[str, str]] = {
-    **{f"metric:{name}": _TIERED for name in TIERED_METRICS},
-    "dashboard:rocketcluster-tiered-storage/Upload lag (bytes)/A": _TIERED,
-    "dashboard:rocketcluster-tiered-storage/Upload lag (time)/A": _TIERED,
-    "dashboard:rocketcluster-tiered-storage/Cold reads/A": _TIERED,
-    "alert-signal:RocketMQTieredUploadLagHigh": _TIERED,
-    # The stopped slave fires RocketMQBrokerDown and RocketMQSyncStateSetBelowMinimum, the
-    # never-acking consumer group RocketMQMessagesDeadLettered;
-    # every other alert stays silent.
-    "alert:RocketMQGroupHasNoMaster": _NOT_FIRING,
-    "alert:RocketMQReplicaAckLagHigh": _NOT_FIRING,
-    "alert:RocketMQConsumerLagGrowing": _NOT_FIRING,
-    "alert:RocketMQDiskFillingUp": _NOT_FIRING,
-    "alert:RocketMQFlushLatencyHigh": _NOT_FIRING,
-    "alert:RocketMQControllerWithoutLeader": _NOT_FIRING,
-    "alert:RocketMQControllerLeaderFlapping": _NOT_FIRING,
-    "alert:RocketMQControllerDown": _NOT_FIRING,
-    "alert:RocketMQTieredUploadLagHigh": _TIERED,
-}
 
 
 @dataclass(frozen=True)
@@ -167,3 +162,41 @@ def queries() -> list[Query]:
         found.append(Query(f"alert-signal:{alert.name}", alert.signal))
     found += [Query(f"metric:{name}", name) for name in METRICS]
     return found
+
+
+TIERED_BOARD: Final = "rocketcluster-tiered-storage"
+_TIERED = (
+    "the monitored cluster runs without spec.tieredStorage, and only brokers with tiered "
+    "storage export rocketmq_tiered_*"
+)
+_NOT_FIRING = "the alert's condition does not hold on a healthy cluster"
+
+
+def _tiered_sources() -> dict[str, str]:
+    """Every query of the tiered metrics: the metrics themselves, the tiered storage
+    dashboard's targets, and the tiered alerts with their signals."""
+    found = {f"metric:{name}": _TIERED for name in TIERED_METRICS}
+    for query in dashboard_queries():
+        if query.source.startswith(f"dashboard:{TIERED_BOARD}/"):
+            found[query.source] = _TIERED
+    for alert in alerts():
+        if "rocketmq_tiered_" in alert.signal:
+            found[f"alert:{alert.name}"] = _TIERED
+            found[f"alert-signal:{alert.name}"] = _TIERED
+    return found
+
+
+EXPECTED_EMPTY: Final[dict[str, str]] = {
+    **_tiered_sources(),
+    # The stopped slave fires RocketMQBrokerDown and RocketMQSyncStateSetBelowMinimum, the
+    # never-acking consumer group RocketMQMessagesDeadLettered;
+    # every other alert stays silent.
+    "alert:RocketMQGroupHasNoMaster": _NOT_FIRING,
+    "alert:RocketMQReplicaAckLagHigh": _NOT_FIRING,
+    "alert:RocketMQConsumerLagGrowing": _NOT_FIRING,
+    "alert:RocketMQDiskFillingUp": _NOT_FIRING,
+    "alert:RocketMQFlushLatencyHigh": _NOT_FIRING,
+    "alert:RocketMQControllerWithoutLeader": _NOT_FIRING,
+    "alert:RocketMQControllerLeaderFlapping": _NOT_FIRING,
+    "alert:RocketMQControllerDown": _NOT_FIRING,
+}

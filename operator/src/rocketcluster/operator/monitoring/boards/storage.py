@@ -13,7 +13,7 @@ from rocketcluster.operator.monitoring.boards.common import (
     quantile,
     rate,
 )
-from rocketcluster.operator.monitoring.panels import Grid, Q, board, graph, v
+from rocketcluster.operator.monitoring.panels import Grid, Q, board, graph, single, v
 
 
 def store() -> dict[str, Any]:
@@ -148,9 +148,42 @@ def store() -> dict[str, Any]:
 
 
 def tiered_storage() -> dict[str, Any]:
+    """Rows: is the backend up and does retention hold data back; upload lag; upload
+    throughput; what the tier holds; cold reads and their latency; what fails."""
     b = BROKER_VARS
+    fetch = "rocketmq_tiered_fetch_latency"
     grid = (
         Grid()
+        .add(
+            single(
+                "Backend",
+                "Whether each broker's calls to the tier's backend succeed (the alert fires "
+                f"after {rules.BACKEND_DOWN_FOR} down).",
+                "none",
+                Q(
+                    f"min by (node_id) ({v('rocketmq_tiered_backend_up', *b)})",
+                    "{{node_id}}",
+                ),
+                mappings={"0": ("down", "red"), "1": ("up", "green")},
+            ),
+            12,
+            5,
+        )
+        .add(
+            single(
+                "Retention held",
+                "Commit log segments local retention would delete but keeps because their "
+                "messages are not in the tier yet: the disk fills while this is above 0.",
+                "none",
+                Q(
+                    f"max by (node_id) ({v('rocketmq_tiered_retention_held_segments', *b)})",
+                    "{{node_id}}",
+                ),
+                steps=((1.0, "red"),),
+            ),
+            12,
+            5,
+        )
         .add(
             graph(
                 "Upload lag (bytes)",
@@ -181,10 +214,84 @@ def tiered_storage() -> dict[str, Any]:
         )
         .add(
             graph(
+                "Upload throughput",
+                "Bytes uploaded to the tier per second (by each group's master).",
+                "Bps",
+                Q(rate("rocketmq_tiered_uploaded_bytes_total", "node_id", *b), "{{node_id}}"),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Uploaded messages",
+                "Messages uploaded to the tier per second.",
+                "cps",
+                Q(
+                    rate("rocketmq_tiered_uploaded_messages_total", "node_id", *b),
+                    "{{node_id}}",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Tier size",
+                "Bytes of each broker group's segments in the tier.",
+                "bytes",
+                Q(f"max by (group) ({v('rocketmq_tiered_size_bytes', *b)})", "{{group}}"),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Tier segments",
+                "Segments of each broker group in the tier.",
+                "short",
+                Q(f"max by (group) ({v('rocketmq_tiered_segments', *b)})", "{{group}}"),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
                 "Cold reads",
-                "Message reads served from tiered storage per second.",
-                "rps",
-                Q(rate("rocketmq_tiered_cold_reads_total", "node_id", *b), "{{node_id}}"),
+                "Messages served from the tier per second, and the reads (receives, "
+                "lookups) that asked for them.",
+                "cps",
+                Q(
+                    rate("rocketmq_tiered_cold_read_messages_total", "node_id", *b),
+                    "{{node_id}} messages",
+                ),
+                Q(rate("rocketmq_tiered_cold_reads_total", "node_id", *b), "{{node_id}} reads"),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Fetch latency",
+                "Seconds to fetch one segment from the tier's backend: median and 99th percentile.",
+                "s",
+                Q(quantile(0.5, fetch, "node_id", *b), "{{node_id}} p50"),
+                Q(quantile(0.99, fetch, "node_id", *b), "{{node_id}} p99"),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Fallbacks and backend errors",
+                "Per second: tier reads served from the local disk instead (or that waited), "
+                "and failed calls to the backend by operation (upload, read).",
+                "ops",
+                Q(rate("rocketmq_tiered_fallbacks_total", "node_id", *b), "{{node_id}} fallbacks"),
+                Q(
+                    rate("rocketmq_tiered_backend_errors_total", "node_id, operation", *b),
+                    "{{node_id}} {{operation}} errors",
+                ),
                 min_value=0,
             ),
             24,
@@ -193,7 +300,8 @@ def tiered_storage() -> dict[str, Any]:
     return board(
         "rocketcluster-tiered-storage",
         "RocketCluster / Tiered storage",
-        "Upload lag and cold reads of the tiered store (spec.tieredStorage).",
+        "Backend health, upload lag and throughput, size, cold reads and their latency of "
+        "the tiered store (spec.tieredStorage).",
         [cluster_variable(), group_variable()],
         grid,
     )
