@@ -136,12 +136,13 @@ class TierCatalog:
         self.root = group_root(cluster, group)
         self._values = values
         self._queues: dict[QueueKey, QueueTier] = {}
+        self._unsaved: list[tuple[SegmentHeader, int]] = []
         self._load()
 
     # -- the local copy ----------------------------------------------------------
 
     def _load(self) -> None:
-        for key, value in self._values.values_with_prefix(_KV_PREFIX).items():
+        for key, value in self._values.values_with_prefix(self._kv_prefix).items():
             if not isinstance(value, dict):
                 continue
             try:
@@ -152,9 +153,14 @@ class TierCatalog:
                 continue
             self.queue(header.topic, header.queue_id).add(header, size)
 
-    @staticmethod
-    def _kv_key(header: SegmentHeader) -> str:
-        return f"{_KV_PREFIX}{header.topic}/{header.queue_id}/{header.start:020d}"
+    @property
+    def _kv_prefix(self) -> str:
+        """Where this catalogue's copy lives in the metadata store: per cluster and
+        group (``root``), so another tier on the same store never loads it."""
+        return f"{_KV_PREFIX}{self.root}"
+
+    def _kv_key(self, header: SegmentHeader) -> str:
+        return f"{self._kv_prefix}{header.topic}/{header.queue_id}/{header.start:020d}"
 
     def _save(self, added: list[tuple[SegmentHeader, int]], removed: list[SegmentHeader]) -> None:
         values: dict[str, object] = {self._kv_key(h): None for h in removed}
@@ -184,10 +190,20 @@ class TierCatalog:
 
     # -- changing it ------------------------------------------------------------
 
-    def record(self, header: SegmentHeader, size: int) -> None:
-        """A segment the backend confirmed (our write, or one we found there)."""
+    def record(self, header: SegmentHeader, size: int, *, save: bool = True) -> None:
+        """A segment the backend confirmed (our write, or one we found there). With
+        ``save`` False the local copy is written by the next :meth:`save_pending`
+        (one transaction for many segments, on a worker thread: the copy is only a
+        cache of what the backend says, a crash before it costs one refresh)."""
         self.queue(header.topic, header.queue_id).add(header, size)
-        self._save([(header, size)], [])
+        if save:
+            self._save([(header, size)], [])
+        else:
+            self._unsaved.append((header, size))
+
+    def save_pending(self) -> None:
+        unsaved, self._unsaved = self._unsaved, []
+        self._save(unsaved, [])
 
     def forget(self, topic: str, queue_id: int, through_start: int) -> list[SegmentHeader]:
         """Drop segments from the head of a queue up to the one at ``through_start``

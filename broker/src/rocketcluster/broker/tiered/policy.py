@@ -62,3 +62,22 @@ def plan_batch(
     if total >= batch_bytes or count >= max_count or pending_for_s >= interval_s:
         return Batch(count, total)
     return None
+
+
+def coalesce(
+    spans: Sequence[tuple[int, int]], max_gap: int, max_run: int
+) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """Group ``(offset, size)`` spans, in offset order, into runs to read at once:
+    ``(start, end, members)``. A span joins the run before it when the bytes between
+    them are at most ``max_gap`` and the run stays within ``max_run`` (a span larger
+    than that is a run of its own)."""
+    runs: list[tuple[int, int, list[tuple[int, int]]]] = []
+    for offset, size in spans:
+        if runs:
+            start, end, members = runs[-1]
+            if offset >= end and offset - end <= max_gap and offset + size - start <= max_run:
+                members.append((offset, size))
+                runs[-1] = (start, offset + size, members)
+                continue
+        runs.append((offset, offset + size, [(offset, size)]))
+    return runs

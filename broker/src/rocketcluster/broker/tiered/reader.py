@@ -10,7 +10,6 @@ next segment waiting. Backend calls run on worker threads.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,8 +19,6 @@ from rocketcluster.broker.tiered.backend import TierBackend
 from rocketcluster.broker.tiered.cache import CacheKey, SegmentCache
 from rocketcluster.broker.tiered.catalog import TierCatalog
 from rocketcluster.broker.tiered.segment import SegmentHeader, decode_segment
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -48,8 +45,7 @@ class TierReader:
         self.cache = cache
         self.counters = ReadCounters()
         self._on_fetch = on_fetch
-        self._inflight: dict[CacheKey, asyncio.Future[list[StoredMessage]]] = {}
-        self._prefetches: set[asyncio.Task[None]] = set()
+        self._inflight: dict[CacheKey, asyncio.Task[list[StoredMessage]]] = {}
 
     async def read(
         self, topic: str, queue_id: int, offset: int, max_count: int
@@ -80,33 +76,33 @@ class TierReader:
         return await self._segment(header)
 
     async def _segment(self, header: SegmentHeader) -> list[StoredMessage]:
-        key = (header.topic, header.queue_id, header.start)
-        cached = self.cache.get(key)
+        cached = self.cache.get((header.topic, header.queue_id, header.start))
         if cached is not None:
             return cached
-        running = self._inflight.get(key)
-        if running is not None:  # one fetch per segment however many readers wait
-            return await asyncio.shield(running)
-        future: asyncio.Future[list[StoredMessage]] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
-        try:
-            messages = await self._fetch(header)
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: a fetch nobody else awaited is not "lost"
-            raise
-        else:
-            future.set_result(messages)
-            return messages
-        finally:
-            self._inflight.pop(key, None)
+        return await asyncio.shield(self._fetching(header))
+
+    def _fetching(self, header: SegmentHeader) -> asyncio.Task[list[StoredMessage]]:
+        """The one fetch of a segment, started now if none runs (however many readers
+        and prefetches want it)."""
+        key = (header.topic, header.queue_id, header.start)
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._fetch(header))
+            self._inflight[key] = task
+            task.add_done_callback(lambda _: self._inflight.pop(key, None))
+        return task
 
     async def _fetch(self, header: SegmentHeader) -> list[StoredMessage]:
         name = self.catalog.name_of(header)
         started = time.monotonic()
+
+        def get() -> tuple[int, SegmentHeader, list[StoredMessage]]:
+            data = self.backend.get(name)
+            got, messages = decode_segment(data)  # CRCs checked here, off the loop
+            return len(data), got, messages
+
         try:
-            data = await asyncio.to_thread(self.backend.get, name)
-            got, messages = decode_segment(data)
+            size, got, messages = await asyncio.to_thread(get)
         except Exception as exc:
             self.counters.errors += 1
             self.counters.last_error = f"{name}: {type(exc).__name__}: {exc}"
@@ -116,32 +112,24 @@ class TierReader:
             raise ValueError(f"{name} covers [{got.start}, {got.end}), not the catalogued range")
         seconds = time.monotonic() - started
         self.counters.fetches += 1
-        self.counters.fetched_bytes += len(data)
+        self.counters.fetched_bytes += size
         if self._on_fetch is not None:
             self._on_fetch(seconds)
-        self.cache.put((header.topic, header.queue_id, header.start), len(data), messages)
+        self.cache.put((header.topic, header.queue_id, header.start), size, messages)
         return messages
 
     def _prefetch(self, header: SegmentHeader) -> None:
         key = (header.topic, header.queue_id, header.start)
-        if (
-            key in self.cache
-            or key in self._inflight
-            or not self.cache.room_for(header.records_bytes)
-        ):
+        if key in self.cache or key in self._inflight:
             return
-
-        async def fetch() -> None:
-            try:
-                await self._segment(header)
-            except Exception as exc:  # a read that needs it will try again and report
-                log.debug("prefetch of %s failed: %r", key, exc)
-
-        task = asyncio.get_running_loop().create_task(fetch(), name=f"tier-prefetch-{key}")
-        self._prefetches.add(task)
-        task.add_done_callback(self._prefetches.discard)
+        if not self.cache.room_for(header.records_bytes):
+            return
+        task = self._fetching(header)
+        # A read that needs it will try again and report; nothing to log twice.
+        task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
 
     async def close(self) -> None:
-        for task in list(self._prefetches):
+        tasks = list(self._inflight.values())
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._prefetches, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)

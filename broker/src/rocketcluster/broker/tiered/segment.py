@@ -63,7 +63,7 @@ class SegmentHeader:
 
 
 def encode_segment(
-    topic: str, queue_id: int, records: Sequence[bytes], writer: str = ""
+    topic: str, queue_id: int, records: Sequence[bytes | memoryview], writer: str = ""
 ) -> tuple[SegmentHeader, bytes]:
     """One object from raw commit-log records of ``topic``/``queue_id`` with
     consecutive queue offsets (checked: a gap or a stranger is a bug upstream)."""

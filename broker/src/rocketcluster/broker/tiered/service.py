@@ -112,12 +112,16 @@ class TieredStorage:
         await self.reader.close()
 
     async def _run(self) -> None:
+        uploaded = 0
         while True:
-            await asyncio.sleep(TICK_S)
+            # A pass that uploaded goes on at once (one segment per queue per pass: a
+            # backlog catches up without waiting a tick per segment).
+            await asyncio.sleep(0 if uploaded else TICK_S)
+            uploaded = 0
             if time.monotonic() < self._backoff_until:
                 continue
             try:
-                await self.step()
+                uploaded = await self.step()
             except asyncio.CancelledError:
                 raise
             except (BackendError, SegmentFormatError) as exc:
