@@ -222,9 +222,10 @@ def test_a_backend_outage_costs_producers_nothing(
         assert _consume(broker.endpoints, "readers", COUNT) == list(range(COUNT))
 
 
-def test_a_restart_keeps_the_tier_state(tmp_path: Path) -> None:
-    tier = tmp_path / "tier"
-    with _broker(tmp_path, ("posix", {"path": str(tier)}, None), "NOT_IN_DISK") as broker:
+def test_a_restart_keeps_the_tier_state(
+    backend: tuple[str, dict[str, Any], S3Server | None], tmp_path: Path
+) -> None:
+    with _broker(tmp_path, backend, "NOT_IN_DISK") as broker:
         _produce(broker.endpoints, 0, COUNT)
         before = _uploaded(broker)
         assert _retention(broker)["commitLogMinOffset"] > 0

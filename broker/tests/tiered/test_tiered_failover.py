@@ -6,24 +6,30 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.broker.tiered.backend import TierBackend
 from rocketcluster.broker.tiered.catalog import group_root, parse_segment_name
 from rocketcluster.broker.tiered.posix import PosixBackend
 from rocketcluster.broker.tiered.segment import decode_segment
 from rocketcluster.ctl.testing import wait_for
 from rocketcluster.ctl.workload import Workload, ha_cluster, running
+from rocketcluster.e2e.s3server import S3Server
+
+from .conftest import new_bucket, s3_backend_for
 
 
-def _tiered_cluster(path: Path) -> RocketCluster:
+def _tiered_cluster(backend: str, where: dict[str, Any]) -> RocketCluster:
     cluster = ha_cluster(name="tierha")
     spec = cluster.model_dump(by_alias=True, exclude_none=True)
     spec["spec"]["tieredStorage"] = {
         "enabled": True,
-        "backend": "posix",
-        "posix": {"path": str(path)},
+        "backend": backend,
+        backend: where,
         "uploadBatchBytes": 4096,  # small segments: an upload is nearly always running
         "uploadIntervalSeconds": 0.1,
     }
@@ -33,7 +39,7 @@ def _tiered_cluster(path: Path) -> RocketCluster:
 Offsets = dict[tuple[str, int], list[int]]
 
 
-def _read_tier(backend: PosixBackend, root: str) -> tuple[Offsets, set[str]]:
+def _read_tier(backend: TierBackend, root: str) -> tuple[Offsets, set[str]]:
     """Every queue's offsets in the order of its objects, and every message id."""
     offsets: Offsets = {}
     ids: set[str] = set()
@@ -49,12 +55,29 @@ def _read_tier(backend: PosixBackend, root: str) -> tuple[Offsets, set[str]]:
     return offsets, ids
 
 
-def test_a_new_master_continues_the_tier_without_gap_or_duplicate(tmp_path: Path) -> None:
-    path = tmp_path / "tier"
-    path.mkdir()
-    backend = PosixBackend(path)
+@pytest.fixture(params=["posix", "s3"])
+def tier(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, dict[str, Any], TierBackend]:
+    """(backend, its manifest section, a backend to read the tier back with)."""
+    if request.param == "posix":
+        path = tmp_path / "tier"
+        path.mkdir()
+        return "posix", {"path": str(path)}, PosixBackend(path)
+    server: S3Server = request.getfixturevalue("s3_server")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", server.secret_key)
+    bucket = new_bucket(server)
+    where = {"endpoint": server.endpoint, "bucket": bucket, "prefix": "ha"}
+    return "s3", where, s3_backend_for(server, bucket, prefix="ha")
+
+
+def test_a_new_master_continues_the_tier_without_gap_or_duplicate(
+    tier: tuple[str, dict[str, Any], TierBackend], tmp_path: Path
+) -> None:
+    name, where, backend = tier
     root = group_root("tierha", "tierha-broker-0")
-    with running(tmp_path / "local", _tiered_cluster(path)) as cluster:
+    with running(tmp_path / "local", _tiered_cluster(name, where)) as cluster:
         workload = Workload(cluster.endpoints)
         workload.start(producers=2)
         try:
