@@ -28,6 +28,9 @@ PREFIX_SIZE: Final = len(MAGIC) + _LENGTH.size
 # bytes; a longer one is fetched whole on a second read).
 HEADER_PROBE_BYTES: Final = 4096
 _ANY_SPACE: Final = 1 << 62  # records in an object never end a commit-log segment
+# Of a record's header (record.HEADER): total size, magic, queue id, queue offset,
+# commit-log offset, store time.
+_SUMMARY: Final = struct.Struct(">II8xI4xQQ8xQ")
 
 
 class SegmentFormatError(ValueError):
@@ -69,25 +72,29 @@ def encode_segment(
     consecutive queue offsets (checked: a gap or a stranger is a bug upstream)."""
     if not records:
         raise ValueError("a segment holds at least one message")
-    fields = [record.HEADER.unpack_from(r, 0) for r in records]
-    offsets = [f[6] for f in fields]
-    start = offsets[0]
+    # What a segment must say of itself, and what proves the records are the ones
+    # meant: one small unpack per record (this runs for every uploaded message).
+    fields = [_SUMMARY.unpack_from(r, 0) for r in records]
+    start = fields[0][3]
+    offsets = [f[3] for f in fields]
     if offsets != list(range(start, start + len(records))):
         raise ValueError(f"queue offsets are not consecutive from {start}: {offsets[:8]}...")
-    for f, raw in zip(fields, records, strict=True):
-        if f[1] != record.MESSAGE_MAGIC or f[0] != len(raw) or f[4] != queue_id:
-            raise ValueError(f"a record of another queue or a torn record at offset {f[6]}")
-    times = [f[9] for f in fields]
+    lengths = list(map(len, records))
+    if [f[0] for f in fields] != lengths or {(f[1], f[2]) for f in fields} != {
+        (record.MESSAGE_MAGIC, queue_id)
+    }:
+        raise ValueError(f"a record of another queue or a torn record from offset {start}")
+    times = [f[5] for f in fields]
     header = SegmentHeader(
         topic=topic,
         queue_id=queue_id,
         start=start,
         end=start + len(records),
-        records_bytes=sum(len(r) for r in records),
+        records_bytes=sum(lengths),
         min_store_time=min(times),
         max_store_time=max(times),
-        min_physical=fields[0][7],
-        max_physical=fields[-1][7],
+        min_physical=fields[0][4],
+        max_physical=fields[-1][4],
         writer=writer,
     )
     head = json.dumps(header.to_json(), separators=(",", ":")).encode()
