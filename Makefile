@@ -94,6 +94,7 @@ chaos-soak: setup chaos-deps
 
 bench: setup
 	$(RUN) rocketctl bench store --out bench/results
+	$(RUN) rocketctl bench tier --out bench/results
 	$(RUN) rocketctl bench clients --out bench/results
 	$(RUN) rocketctl bench controller --out bench/results
 	$(RUN) rocketctl bench replication --out bench/results

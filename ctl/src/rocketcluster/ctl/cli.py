@@ -71,7 +71,23 @@ def bench_store(out_dir: Path, seconds: float, work_dir: Path | None) -> None:
 
 @bench.command("tier")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
-@click.option("--seconds", type=float, default=5.0, show_default=True, help="per produce case")
+@click.option(
+    "--seconds", type=float, default=5.0, show_default=True, help="per in-process produce case"
+)
+@click.option(
+    "--broker-seconds",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="per produce case through a broker",
+)
+@click.option(
+    "--senders",
+    type=int,
+    default=8,
+    show_default=True,
+    help="SendMessage calls in flight (32 x 1 KiB each) through a broker",
+)
 @click.option(
     "--messages",
     type=int,
@@ -81,21 +97,52 @@ def bench_store(out_dir: Path, seconds: float, work_dir: Path | None) -> None:
 )
 @click.option("--reps", type=int, default=3, show_default=True, help="runs of each case")
 @click.option("--s3/--no-s3", default=True, help="also S3 (moto, from rocketcluster-e2e)")
+@click.option(
+    "--broker/--no-broker",
+    default=True,
+    help="also produce through a broker process, tier off vs on",
+)
 @click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/tier"))
 def bench_tier(
-    out_dir: Path, seconds: float, messages: int, reps: int, s3: bool, work_dir: Path
+    out_dir: Path,
+    seconds: float,
+    broker_seconds: float,
+    senders: int,
+    messages: int,
+    reps: int,
+    s3: bool,
+    broker: bool,
+    work_dir: Path,
 ) -> None:
-    """Produce throughput with the tier's uploader running vs not, and cold reads from
-    the tier (POSIX, S3) vs local reads."""
+    """Produce throughput with the tier's uploader running vs not (through a broker
+    process, and in-process at the store's saturation: the worst case), and cold reads
+    from the tier (POSIX, S3) vs local reads."""
     from rocketcluster.ctl.bench import tier_bench
 
     work_dir.mkdir(parents=True, exist_ok=True)
+    load = tier_bench.BrokerLoad(seconds=broker_seconds, senders=senders)
     result = asyncio.run(
-        tier_bench.run_tier_bench(work_dir, seconds, messages=messages, reps=reps, s3=s3)
+        tier_bench.run_tier_bench(
+            work_dir, seconds, messages=messages, reps=reps, s3=s3, broker=broker, load=load
+        )
     )
     path = write_results(out_dir, "tier", result)
+    through = result["broker_produce"]
+    if through is not None:
+        click.echo(
+            f"produce through a broker (LeanClient, {through['senders']} x "
+            f"{through['batch']} x 1 KiB in flight, {through['seconds_per_case']:g} s per case, "
+            "median of each case; CPU in cores):"
+        )
+        click.echo(format_table(tier_bench.broker_table(result), tier_bench.BROKER_COLUMNS))
+        click.echo()
+    click.echo(
+        "produce in-process, the store at saturation, the uploader on threads beside it "
+        "(the worst case; a broker writes segments in a worker process):"
+    )
     click.echo(format_table(tier_bench.produce_table(result), tier_bench.PRODUCE_COLUMNS))
     click.echo()
+    click.echo("cold reads:")
     click.echo(format_table(tier_bench.read_table(result), tier_bench.READ_COLUMNS))
     click.echo()
     for line in tier_bench.summary_lines(result):

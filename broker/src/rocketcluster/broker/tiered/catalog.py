@@ -130,6 +130,15 @@ def _start(header: SegmentHeader) -> int:
     return header.start
 
 
+def read_header(backend: TierBackend, name: str) -> SegmentHeader:
+    """An object's header, read from the backend (one or two ranged reads)."""
+    head = backend.get(name, 0, HEADER_PROBE_BYTES)
+    need = header_length(head)
+    if need > len(head):
+        head = backend.get(name, 0, need)
+    return decode_header(head)
+
+
 class TierCatalog:
     def __init__(self, backend: TierBackend, cluster: str, group: str, values: ValueStore) -> None:
         self.backend = backend
@@ -213,12 +222,7 @@ class TierCatalog:
         return gone
 
     def read_header(self, name: str) -> SegmentHeader:
-        """An object's header, read from the backend (one or two ranged reads)."""
-        head = self.backend.get(name, 0, HEADER_PROBE_BYTES)
-        need = header_length(head)
-        if need > len(head):
-            head = self.backend.get(name, 0, need)
-        return decode_header(head)
+        return read_header(self.backend, name)
 
     def refresh(self) -> RefreshResult:
         """Make the catalogue what the backend holds now. Blocking (list, then one

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import concurrent.futures
 import logging
+import multiprocessing
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +40,7 @@ from rocketcluster.broker.tiered.policy import read_from_tier
 from rocketcluster.broker.tiered.reader import TierReader
 from rocketcluster.broker.tiered.segment import SegmentFormatError
 from rocketcluster.broker.tiered.uploader import Uploader
+from rocketcluster.broker.tiered.worker import init_worker, warm_up
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,7 @@ class TieredStorage:
             batch_bytes=spec.upload_batch_bytes,
             interval_s=spec.upload_interval_seconds,
             writer=writer,
+            spec_json=spec.model_dump_json(),
         )
         self.cache = SegmentCache(spec.read_ahead_bytes)
         self.reader = TierReader(self.catalog, backend, self.cache, on_fetch)
@@ -103,13 +108,29 @@ class TieredStorage:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, worker_process: bool = True) -> None:
+        """Run the background work; segments are written by a worker process of this
+        broker (worker.py), or on threads with ``worker_process`` False."""
+        if worker_process:
+            # One process: started now (below), so it is up before the first upload
+            # and set to die with this broker before the broker could be killed.
+            self.uploader.pool = concurrent.futures.ProcessPoolExecutor(
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=init_worker,
+                initargs=(os.getpid(),),
+            )
+            # Start (and import) the workers now, not at the first upload.
+            self.uploader.pool.submit(warm_up, self.uploader.spec_json)
         self._task = asyncio.get_running_loop().create_task(self._run(), name="tiered-storage")
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         await cancel_and_wait(task)
         await self.reader.close()
+        pool, self.uploader.pool = self.uploader.pool, None
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
 
     async def _run(self) -> None:
         uploaded = 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import concurrent.futures
 import functools
 import itertools
 import logging
@@ -36,19 +37,14 @@ from rocketcluster.broker.store.consumequeue import (
     CQ_UNIT_SIZE,
     ConsumeQueue,
 )
-from rocketcluster.broker.tiered.backend import BackendError, ObjectExists, TierBackend
+from rocketcluster.broker.tiered.backend import BackendError, TierBackend
 from rocketcluster.broker.tiered.catalog import TierCatalog
-from rocketcluster.broker.tiered.policy import coalesce, plan_batch
-from rocketcluster.broker.tiered.segment import SegmentHeader, encode_segment
+from rocketcluster.broker.tiered.policy import plan_batch
+from rocketcluster.broker.tiered.worker import SegmentJob, UploadJob, Written, run_upload
 
 log = logging.getLogger(__name__)
 
 ENTRIES_PER_READ = 4096
-# A queue's records are read in runs of the commit log, one pread each (the GIL is let
-# go for the copy): records closer than MAX_GAP share a run, up to MAX_RUN bytes. One
-# pread per record cost as much CPU as storing it.
-MAX_GAP = 64 << 10
-MAX_RUN = 16 << 20
 # The records of due segments read together at most (a backlog of many queues is
 # uploaded a group at a time).
 READ_BUDGET = 64 << 20
@@ -144,7 +140,8 @@ class Uploader:
         batch_bytes: int,
         interval_s: float,
         writer: str,
-        concurrency: int = 4,
+        spec_json: str = "",
+        concurrency: int = 2,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -154,6 +151,10 @@ class Uploader:
         self.writer = writer
         self.counters = UploadCounters()
         self._progress: dict[tuple[str, int], QueueProgress] = {}
+        # Where segments are written: a process of their own in a broker (worker.py),
+        # None for a thread of this one (tests, tools).
+        self.pool: concurrent.futures.Executor | None = None
+        self.spec_json = spec_json
         self._limit = asyncio.Semaphore(concurrency)
 
     def begin_of(self, cq: ConsumeQueue) -> int:
@@ -213,70 +214,63 @@ class Uploader:
             if batch is not None:
                 n = batch.count
                 due.append(Due(cq, begin, progress.offsets[:n], progress.sizes[:n]))
-        uploaded = 0
-        for chunk in _chunks(due, READ_BUDGET):
-            records = await asyncio.to_thread(self._read, chunk)
-            try:
-                results = await asyncio.gather(
-                    *(self._put(d, r) for d, r in zip(chunk, records, strict=True))
-                )
-            finally:
-                await asyncio.to_thread(self.catalog.save_pending)
-            uploaded += sum(results)
-        return uploaded
+        results = await asyncio.gather(*(self._write(chunk) for chunk in _chunks(due, READ_BUDGET)))
+        return sum(results)
 
-    def _read(self, chunk: list[Due]) -> list[list[memoryview]]:
-        """Every record of the due segments, read in shared runs of the commit log:
-        queues written side by side are read once for all of them, not once each.
-        When the due records fill most of the range they span (queues written
-        together), that range is one read; otherwise runs of close records are."""
+    async def _write(self, chunk: list[Due]) -> int:
+        """Upload one group of segments (in the worker process when there is one);
+        returns how many the tier has after (ours, or adopted)."""
         clog = self.store.commitlog
         start = min(d.offsets[0] for d in chunk)
         end = max(d.offsets[-1] + d.sizes[-1] for d in chunk)
-        if end - start <= 2 * sum(d.bytes for d in chunk):
-            whole = memoryview(clog.read(start, end - start))
-            return [
-                [whole[p - start : p - start + n] for p, n in zip(d.offsets, d.sizes, strict=True)]
+        job = UploadJob(
+            self.spec_json,
+            tuple(
+                (seg.base, str(seg.path))
+                for seg in clog.segments
+                if seg.end > start and seg.base < end
+            ),
+            self.writer,
+            tuple(
+                SegmentJob.of(
+                    self.catalog.name_for(d.cq.topic, d.cq.queue_id, d.begin),
+                    d.cq.topic,
+                    d.cq.queue_id,
+                    d.begin,
+                    d.offsets,
+                    d.sizes,
+                )
                 for d in chunk
-            ]
-        owner = {p: i for i, d in enumerate(chunk) for p in d.offsets}
-        spans = sorted(span for d in chunk for span in zip(d.offsets, d.sizes, strict=True))
-        out: list[list[memoryview]] = [[] for _ in chunk]
-        for run_start, run_end, members in coalesce(spans, MAX_GAP, MAX_RUN):
-            run = memoryview(clog.read(run_start, run_end - run_start))
-            for phys, size in members:
-                out[owner[phys]].append(run[phys - run_start : phys - run_start + size])
-        return out
-
-    async def _put(self, due: Due, records: list[memoryview]) -> int:
-        """Write one segment; 1 when the tier has it after (ours, or adopted)."""
-        topic, qid, begin = due.cq.topic, due.cq.queue_id, due.begin
-        name = self.catalog.name_for(topic, qid, begin)
-
-        def write() -> tuple[SegmentHeader, int, bool]:
-            header, data = encode_segment(topic, qid, records, self.writer)
-            try:
-                self.backend.put_new(name, data)
-            except ObjectExists:
-                found = self.catalog.read_header(name)
-                sizes = [o.size for o in self.backend.list(name) if o.name == name]
-                return found, sizes[0] if sizes else 0, True
-            return header, len(data), False
-
+            ),
+        )
         async with self._limit:
             started = time.monotonic()
             try:
-                header, size, adopted = await asyncio.to_thread(write)
+                if self.pool is not None:
+                    loop = asyncio.get_running_loop()
+                    written = await loop.run_in_executor(self.pool, run_upload, job)
+                else:
+                    written = await asyncio.to_thread(run_upload, job, self.backend)
             except BackendError as exc:
                 self.counters.errors += 1
                 self.counters.last_error = f"{type(exc).__name__}: {exc}"
                 raise
             finally:
                 self.counters.seconds += time.monotonic() - started
-        if (header.topic, header.queue_id, header.start) != (topic, qid, begin):
-            raise BackendError(f"{name} holds {header.topic}/{header.queue_id}@{header.start}")
-        self.catalog.record(header, size, save=False)  # saved once per group, off the loop
-        if adopted:
+        for due, done in zip(chunk, written, strict=True):
+            self._record(due, done)
+        await asyncio.to_thread(self.catalog.save_pending)
+        return len(written)
+
+    def _record(self, due: Due, done: Written) -> None:
+        header, topic, qid = done.header, due.cq.topic, due.cq.queue_id
+        if (header.topic, header.queue_id, header.start) != (topic, qid, due.begin):
+            raise BackendError(
+                f"the tier's segment of {topic}/{qid}@{due.begin} holds "
+                f"{header.topic}/{header.queue_id}@{header.start}"
+            )
+        self.catalog.record(header, done.size, save=False)  # saved once per group
+        if done.adopted:
             self.counters.adopted += 1
             log.info(
                 "tier already had %s [%d, %d) (written by %s): adopted",
@@ -288,8 +282,7 @@ class Uploader:
         else:
             self.counters.segments += 1
             self.counters.messages += header.count
-            self.counters.bytes += size
-        return 1
+            self.counters.bytes += done.size
 
     def pending(self) -> dict[tuple[str, int], int]:
         """Messages each queue still has to upload (queues with none left out)."""
