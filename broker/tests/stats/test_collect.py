@@ -65,7 +65,7 @@ def _counted(tracker: SegmentTracker, topic: str, qid: int) -> dict[int, tuple[i
 
 def _tracker(store: MessageStore) -> SegmentTracker:
     clog = store.commitlog
-    return SegmentTracker(clog.segment_size, lambda offset: collect.store_time(clog, offset))
+    return SegmentTracker(clog.segment_size, clog.store_timestamp)
 
 
 def _advance_all(store: MessageStore, tracker: SegmentTracker, budget: int = 10**9) -> int:

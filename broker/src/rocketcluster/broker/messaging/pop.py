@@ -213,21 +213,17 @@ class PopService:
             if len(out) >= limit:
                 break
             entry = cq.get(offset)
-            local = entry is not None and entry.physical_offset >= clog_min
-            msg = None
-            if not local or self._cold_wanted(cq, offset):
-                found = await self._read_cold(topic, qid, offset, 1)
-                if found:
-                    msg = found[0]
-                elif not local and found is None:
-                    continue  # the tier fails: redelivered once it answers
-                elif not local:
+            local = entry if entry is not None and entry.physical_offset >= clog_min else None
+            if local is not None and not self._cold_wanted(cq, offset):
+                msg = store.read_message(local.physical_offset, local.size)
+            elif found := await self._read_cold(topic, qid, offset, 1):
+                msg = found[0]
+            elif local is not None:  # the tier failed or lacks it: the disk has it
+                msg = store.read_message(local.physical_offset, local.size)
+            else:
+                if found is not None:
                     state.mark_done(offset)  # removed by retention meanwhile
-                    continue
-            if msg is None and entry is not None:
-                msg = store.read_message(entry.physical_offset, entry.size)
-            if msg is None:
-                continue
+                continue  # (None: the tier fails; redelivered once it answers)
             if attempts >= group.max_delivery_attempts:
                 state.deliver(offset, attempts, now + DLQ_TRANSIT_MS, next(self._nonces))
                 to_dead_letter.append((offset, msg, attempts))
@@ -239,7 +235,8 @@ class PopService:
             if group.fifo and to_dead_letter:
                 break  # keep order: later messages wait until the dead letters are out
             start = state.next_offset
-            if start < cq.min_index and not self._cold_wanted(cq, start):
+            wanted = self._cold_wanted(cq, start)
+            if start < cq.min_index and not wanted:
                 # Neither the tier nor the disk has it (deleted while tiering was off).
                 resume = self.cold.resume_at(topic, qid, start) if self.cold else None
                 target = min(x for x in (resume, cq.min_index) if x is not None and x > start)
@@ -250,7 +247,7 @@ class PopService:
                         state.skip_new(gone)
                         scanned += 1
                 continue
-            if self._cold_wanted(cq, start):
+            if wanted:
                 cold = await self._read_cold(topic, qid, start, SCAN_LIMIT - scanned)
                 if cold is None and start < cq.min_index:
                     break  # the tier fails and the data is only there: nothing skipped, later

@@ -16,9 +16,8 @@ async def offset_for_time(
     store: MessageStore, tier: TieredStorage | None, topic: str, queue_id: int, time_ms: int
 ) -> int:
     """The first offset of topic/queue stored at or after ``time_ms``; the queue's max
-    offset when every message is older, its min when every one is newer. Store times
-    grow with offsets: the tier's segments are searched by their time range, the local
-    consume queue by binary search."""
+    offset when every message is older, its min when every one is newer: the tier's
+    segments by their time range, then the local consume queue."""
     lo, hi = store.queue_offsets(topic, queue_id)
     cq = store.queues.get(topic, queue_id)
     if cq is None:
@@ -29,15 +28,7 @@ async def offset_for_time(
         found = await tier.offset_for_time(topic, queue_id, time_ms)
         if found is not None and found < local_lo:
             return found
-    a, b = local_lo, hi
-    while a < b:
-        mid = (a + b) // 2
-        stored = entry_store_time(cq, mid, store.commitlog)
-        if stored is None or stored < time_ms:  # None: removed meanwhile, older than all
-            a = mid + 1
-        else:
-            b = mid
-    return a
+    return store.offset_at_time(topic, queue_id, time_ms)
 
 
 async def lookup_by_id(

@@ -31,7 +31,6 @@ from rocketcluster.broker.stats.segments import ShareRow
 from rocketcluster.broker.store import CommitLog, StoreError
 from rocketcluster.broker.store.consumequeue import ConsumeQueue
 from rocketcluster.broker.store.dispatch import ConsumeQueueTable
-from rocketcluster.broker.store.record import HEADER_SIZE, header_store_timestamp
 
 StateKey = tuple[str, str, int]  # consumer group, topic, queue id
 
@@ -39,18 +38,6 @@ StateKey = tuple[str, str, int]  # consumer group, topic, queue id
 def reported(topic: str) -> bool:
     """Whether a topic's queues appear in snapshots (not the broker's own topics)."""
     return not topic.startswith(SYSTEM_TOPIC_PREFIX)
-
-
-def store_time(clog: CommitLog, offset: int) -> int | None:
-    """Store time (epoch ms) of the record at commit-log ``offset``; None when it is
-    gone (retention) or not a record."""
-    if offset < clog.min_offset:
-        return None
-    try:
-        head = clog.read(offset, HEADER_SIZE)
-    except (OSError, StoreError):
-        return None
-    return header_store_timestamp(head, offset)
 
 
 def entry_store_time(cq: ConsumeQueue | None, index: int, clog: CommitLog) -> int | None:
@@ -61,7 +48,7 @@ def entry_store_time(cq: ConsumeQueue | None, index: int, clog: CommitLog) -> in
         entry = cq.get(index)
     except (StoreError, ValueError):  # the queue was deleted meanwhile (a deleted topic)
         return None
-    return None if entry is None else store_time(clog, entry.physical_offset)
+    return None if entry is None else clog.store_timestamp(entry.physical_offset)
 
 
 @dataclass(frozen=True, slots=True)

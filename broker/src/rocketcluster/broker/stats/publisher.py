@@ -100,9 +100,7 @@ class StatsPublisherService:
         self.interval_s = interval_s
         self.max_body = max_body
         clog = sources.store.commitlog
-        self.tracker = SegmentTracker(
-            clog.segment_size, lambda offset: collect.store_time(clog, offset)
-        )
+        self.tracker = SegmentTracker(clog.segment_size, clog.store_timestamp)
         self.failure: str | None = None  # why the last publish failed, until one works
         self.last: Published | None = None
         self._was_active = False

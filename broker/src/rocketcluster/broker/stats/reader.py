@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from rocketcluster.api.stats import STATS_TOPIC, StatsFormatError, decode_snapshot
-from rocketcluster.broker.stats.collect import entry_store_time
 from rocketcluster.broker.stats.publisher import STATS_QUEUE
 from rocketcluster.broker.store import MessageStore, StoreError
 
@@ -93,19 +92,8 @@ def read_page(
 
 def offset_for_time(store: MessageStore, time_ms: int) -> tuple[int, int, int]:
     """(the first queue offset of the stats topic stored at or after ``time_ms``, the
-    queue's min offset, its max offset); max offset when every message is older. Store
-    times grow with the log, so a binary search over the consume queue finds it."""
+    queue's min offset, its max offset); max offset when every message is older."""
     cq = store.queues.get(STATS_TOPIC, STATS_QUEUE)
     if cq is None:
         return 0, 0, 0
-    clog = store.commitlog
-    lo, hi = cq.min_index, cq.max_index
-    first, last = lo, hi
-    while first < last:
-        mid = (first + last) // 2
-        stored = entry_store_time(cq, mid, clog)
-        if stored is None or stored < time_ms:  # None: deleted, older than anything kept
-            first = mid + 1
-        else:
-            last = mid
-    return first, lo, hi
+    return store.offset_at_time(STATS_TOPIC, STATS_QUEUE, time_ms), cq.min_index, cq.max_index

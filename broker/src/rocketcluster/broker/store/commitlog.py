@@ -365,16 +365,20 @@ class CommitLog:
 
     def first_store_timestamp(self) -> int | None:
         """Store timestamp (ms) of the oldest record still in the log; None while the
-        log holds none. One small read; safe against a concurrent retention (a head
-        segment gone or reopened reads as None, never as another record's time)."""
-        start = self.min_offset
-        if self.committed_offset - start < record.HEADER_SIZE:
+        log holds none."""
+        return self.store_timestamp(self.min_offset)
+
+    def store_timestamp(self, offset: int) -> int | None:
+        """Store timestamp (ms) of the record at ``offset``: one small read; None when
+        it is gone or not a record. Safe against a concurrent retention (a head segment
+        gone or reopened reads as None, never as another record's time)."""
+        if offset < self.min_offset or self.committed_offset - offset < record.HEADER_SIZE:
             return None
         try:
-            head = self.read(start, record.HEADER_SIZE)
+            head = self.read(offset, record.HEADER_SIZE)
         except (OSError, StoreError):
             return None
-        return record.header_store_timestamp(head, start)
+        return record.header_store_timestamp(head, offset)
 
     def _space_left(self, offset: int) -> int:
         return self.segment_size - offset % self.segment_size

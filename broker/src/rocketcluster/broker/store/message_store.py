@@ -402,6 +402,29 @@ class MessageStore:
             return tiered, cq.max_index
         return cq.min_index, cq.max_index
 
+    def offset_at_time(self, topic: str, queue_id: int, time_ms: int) -> int:
+        """The first offset of topic/queue_id's local consume queue stored at or after
+        ``time_ms``; its max offset when every message is older. Store times grow with
+        the log, so a binary search over the consume queue finds it."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        first, last = cq.min_index, cq.max_index
+        while first < last:
+            mid = (first + last) // 2
+            try:
+                entry = cq.get(mid)
+            except (StoreError, ValueError):  # the queue was deleted meanwhile
+                entry = None
+            stored = (
+                None if entry is None else self.commitlog.store_timestamp(entry.physical_offset)
+            )
+            if stored is None or stored < time_ms:  # None: deleted, older than anything kept
+                first = mid + 1
+            else:
+                last = mid
+        return first
+
     def get_messages(
         self,
         topic: str,

@@ -199,16 +199,13 @@ class TierCatalog:
 
     # -- changing it ------------------------------------------------------------
 
-    def record(self, header: SegmentHeader, size: int, *, save: bool = True) -> None:
-        """A segment the backend confirmed (our write, or one we found there). With
-        ``save`` False the local copy is written by the next :meth:`save_pending`
-        (one transaction for many segments, on a worker thread: the copy is only a
-        cache of what the backend says, a crash before it costs one refresh)."""
+    def record(self, header: SegmentHeader, size: int) -> None:
+        """A segment the backend confirmed (our write, or one we found there). The
+        local copy is written by the next :meth:`save_pending` (one transaction for
+        many segments, on a worker thread: the copy is only a cache of what the
+        backend says, a crash before it costs one refresh)."""
         self.queue(header.topic, header.queue_id).add(header, size)
-        if save:
-            self._save([(header, size)], [])
-        else:
-            self._unsaved.append((header, size))
+        self._unsaved.append((header, size))
 
     def save_pending(self) -> None:
         unsaved, self._unsaved = self._unsaved, []
@@ -220,9 +217,6 @@ class TierCatalog:
         gone = self.queue(topic, queue_id).remove_through(through_start)
         self._save([], gone)
         return gone
-
-    def read_header(self, name: str) -> SegmentHeader:
-        return read_header(self.backend, name)
 
     def refresh(self) -> RefreshResult:
         """Make the catalogue what the backend holds now. Blocking (list, then one
@@ -238,9 +232,10 @@ class TierCatalog:
         for tier in self._queues.values():
             gone = [h for h in tier.segments if (tier.topic, tier.queue_id, h.start) not in seen]
             if gone:
-                tier.segments = [h for h in tier.segments if h not in gone]
-                for header in gone:
-                    tier.sizes.pop(header.start, None)
+                starts = {h.start for h in gone}
+                tier.segments = [h for h in tier.segments if h.start not in starts]
+                for start in starts:
+                    tier.sizes.pop(start, None)
                 removed += gone
         damaged = []
         for (topic, qid, start), info in sorted(seen.items()):
@@ -248,7 +243,7 @@ class TierCatalog:
             if start in tier.sizes:
                 continue
             try:
-                header = self.read_header(info.name)
+                header = read_header(self.backend, info.name)
             except ValueError as exc:
                 damaged.append(f"{info.name}: {exc}")
                 continue

@@ -7,6 +7,7 @@ says how much its own retention must hold back)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from rocketcluster.broker.metrics import BrokerMetrics, GaugeSource
@@ -27,55 +28,82 @@ def fetch_observer(metrics: BrokerMetrics) -> Callable[[float], None]:
 
 
 def register_tier_metrics(metrics: BrokerMetrics, tier: TieredStorage) -> None:
-    def one(read: Callable[[], float]) -> GaugeSource:
-        return lambda: [({}, float(read()))]
-
     up = tier.uploader.counters
     rd = tier.reader.counters
-    metrics.gauge(
-        "rocketmq_tiered_upload_lag_bytes",
-        "Commit-log bytes from the oldest message not yet in the tier to the newest "
-        "dispatched one (what local retention must keep)",
-        one(lambda: tier.lag()[0]),
-    )
-    metrics.gauge(
-        "rocketmq_tiered_upload_lag_seconds",
-        "Seconds the oldest message not yet in the tier has waited since it was stored",
-        one(lambda: tier.lag()[1]),
-    )
-    metrics.gauge(
-        "rocketmq_tiered_size_bytes",
-        "Bytes of this group's segments in the tier",
-        one(lambda: sum(t.bytes for t in tier.catalog)),
-    )
-    metrics.gauge(
-        "rocketmq_tiered_segments",
-        "This group's segments in the tier",
-        one(lambda: sum(len(t.segments) for t in tier.catalog)),
-    )
-    metrics.counter(
-        "rocketmq_tiered_uploaded_bytes_total", "Bytes uploaded to the tier", one(lambda: up.bytes)
-    )
-    metrics.counter(
-        "rocketmq_tiered_uploaded_messages_total",
-        "Messages uploaded to the tier",
-        one(lambda: up.messages),
-    )
-    metrics.counter(
-        "rocketmq_tiered_cold_reads_total",
-        "Reads served from the tier (receives, lookups), from the cache or the backend",
-        one(lambda: rd.reads),
-    )
-    metrics.counter(
-        "rocketmq_tiered_cold_read_messages_total",
-        "Messages served from the tier",
-        one(lambda: rd.messages),
-    )
-    metrics.counter(
-        "rocketmq_tiered_fallbacks_total",
-        "Tier reads that failed and were served from the local disk instead (or waited)",
-        one(lambda: rd.fallbacks),
-    )
+    lag = _Lag(tier)
+    single: list[tuple[str, str, str, Callable[[], float]]] = [
+        (
+            "gauge",
+            "rocketmq_tiered_upload_lag_bytes",
+            "Commit-log bytes from the oldest message not yet in the tier to the newest "
+            "dispatched one (what local retention must keep)",
+            lambda: lag.now()[0],
+        ),
+        (
+            "gauge",
+            "rocketmq_tiered_upload_lag_seconds",
+            "Seconds the oldest message not yet in the tier has waited since it was stored",
+            lambda: lag.now()[1],
+        ),
+        (
+            "gauge",
+            "rocketmq_tiered_size_bytes",
+            "Bytes of this group's segments in the tier",
+            lambda: sum(t.bytes for t in tier.catalog),
+        ),
+        (
+            "gauge",
+            "rocketmq_tiered_segments",
+            "This group's segments in the tier",
+            lambda: sum(len(t.segments) for t in tier.catalog),
+        ),
+        (
+            "counter",
+            "rocketmq_tiered_uploaded_bytes_total",
+            "Bytes uploaded to the tier",
+            lambda: up.bytes,
+        ),
+        (
+            "counter",
+            "rocketmq_tiered_uploaded_messages_total",
+            "Messages uploaded to the tier",
+            lambda: up.messages,
+        ),
+        (
+            "counter",
+            "rocketmq_tiered_cold_reads_total",
+            "Reads served from the tier (receives, lookups), from the cache or the backend",
+            lambda: rd.reads,
+        ),
+        (
+            "counter",
+            "rocketmq_tiered_cold_read_messages_total",
+            "Messages served from the tier",
+            lambda: rd.messages,
+        ),
+        (
+            "counter",
+            "rocketmq_tiered_fallbacks_total",
+            "Tier reads that failed and were served from the local disk instead (or waited)",
+            lambda: rd.fallbacks,
+        ),
+        (
+            "gauge",
+            "rocketmq_tiered_backend_up",
+            "1 while the tier's backend answers, 0 while it fails (uploads wait, retention holds)",
+            lambda: 1.0 if tier.healthy else 0.0,
+        ),
+        (
+            "gauge",
+            "rocketmq_tiered_retention_held_segments",
+            "Commit-log segments local retention wants to delete but keeps because their "
+            "messages are not in the tier yet (disk pressure from a slow or failing tier)",
+            lambda: tier.store.retention_held_by_tier,
+        ),
+    ]
+    for kind, name, doc, read in single:
+        register = metrics.gauge if kind == "gauge" else metrics.counter
+        register(name, doc, _one(read))
     metrics.counter(
         "rocketmq_tiered_backend_errors_total",
         "Failed calls to the tier's backend, by operation",
@@ -84,14 +112,23 @@ def register_tier_metrics(metrics: BrokerMetrics, tier: TieredStorage) -> None:
             ({"operation": "read"}, float(rd.errors)),
         ],
     )
-    metrics.gauge(
-        "rocketmq_tiered_backend_up",
-        "1 while the tier's backend answers, 0 while it fails (uploads wait, retention holds)",
-        one(lambda: 1.0 if tier.healthy else 0.0),
-    )
-    metrics.gauge(
-        "rocketmq_tiered_retention_held_segments",
-        "Commit-log segments local retention wants to delete but keeps because their "
-        "messages are not in the tier yet (disk pressure from a slow or failing tier)",
-        one(lambda: tier.store.retention_held_by_tier),
-    )
+
+
+def _one(read: Callable[[], float]) -> GaugeSource:
+    return lambda: [({}, float(read()))]
+
+
+class _Lag:
+    """The upload lag, computed once per scrape for its two gauges (it walks every
+    queue): kept for a second."""
+
+    def __init__(self, tier: TieredStorage) -> None:
+        self._tier = tier
+        self._at = -1.0
+        self._value = (0, 0.0)
+
+    def now(self) -> tuple[int, float]:
+        clock = time.monotonic()
+        if clock - self._at > 1.0:
+            self._value, self._at = self._tier.lag(), clock
+        return self._value

@@ -4,7 +4,7 @@ A read names a queue offset; the segment holding it is fetched whole (one reques
 decoded with every record's CRC checked, kept in the cache, and the messages from the
 offset on are returned. Fetching segment *n* also starts fetching segment *n+1* in the
 background when the cache has room: a consumer working through cold data finds the
-next segment waiting. Backend calls run on worker threads.
+next segment waiting. Backend calls and decoding run on worker threads.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class TierReader:
         header = tier.find(offset) if tier is not None else None
         if header is None:
             return []
-        messages = await self._segment(header)
+        messages = await self.segment(header)
         self.counters.reads += 1
         picked = messages[offset - header.start : offset - header.start + max_count]
         self.counters.messages += len(picked)
@@ -67,15 +67,8 @@ class TierReader:
                 self._prefetch(following)
         return picked
 
-    async def read_one(self, topic: str, queue_id: int, offset: int) -> StoredMessage | None:
-        found = await self.read(topic, queue_id, offset, 1)
-        return found[0] if found else None
-
     async def segment(self, header: SegmentHeader) -> list[StoredMessage]:
-        """Every message of a segment (for lookups by time, key or id)."""
-        return await self._segment(header)
-
-    async def _segment(self, header: SegmentHeader) -> list[StoredMessage]:
+        """Every message of a segment (reads, and lookups by time, key or id)."""
         cached = self.cache.get((header.topic, header.queue_id, header.start))
         if cached is not None:
             return cached

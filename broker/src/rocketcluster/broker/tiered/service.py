@@ -31,8 +31,7 @@ from rocketcluster.api.cluster import TieredReadPolicy, TieredStorageSpec
 from rocketcluster.api.tasks import cancel_and_wait
 from rocketcluster.broker.store import MessageStore
 from rocketcluster.broker.store.consumequeue import ConsumeQueue
-from rocketcluster.broker.store.record import HEADER_SIZE as RECORD_HEADER_SIZE
-from rocketcluster.broker.store.record import StoredMessage, header_store_timestamp
+from rocketcluster.broker.store.record import StoredMessage
 from rocketcluster.broker.tiered.backend import BackendError, TierBackend
 from rocketcluster.broker.tiered.cache import SegmentCache
 from rocketcluster.broker.tiered.catalog import TierCatalog
@@ -48,8 +47,6 @@ TICK_S = 0.2
 MAX_BACKOFF_S = 30.0
 SLAVE_REFRESH_S = 30.0
 REMOTE_RETENTION_EVERY_S = 600.0
-
-TierReadError = (BackendError, SegmentFormatError, ValueError)
 
 
 @dataclass(frozen=True)
@@ -257,10 +254,10 @@ class TieredStorage:
         if tier is None or tier.find(offset) is None:
             return False
         clog = self.store.commitlog
-        entry = cq.get(offset) if offset >= cq.min_index else None
+        entry = cq.get(offset)
         on_disk = entry is not None and entry.physical_offset >= clog.min_offset
         in_memory = None
-        if on_disk and entry is not None and self.policy is TieredReadPolicy.NOT_IN_MEM:
+        if entry is not None and on_disk and self.policy is TieredReadPolicy.NOT_IN_MEM:
             in_memory = clog.resident(entry.physical_offset, entry.size)
         return read_from_tier(self.policy, in_tier=True, on_disk=on_disk, in_memory=in_memory)
 
@@ -314,15 +311,10 @@ class TieredStorage:
         """The commit-log offset from which local data is not yet all in the tier:
         local retention deletes only segments that end at or before it. None: every
         queue's data is in the tier."""
-        lowest: int | None = None
-        for cq in list(self.store.queues):
-            begin = self.uploader.begin_of(cq)
-            if begin >= cq.max_index:
-                continue
-            entry = cq.get(begin)
-            if entry is not None and (lowest is None or entry.physical_offset < lowest):
-                lowest = entry.physical_offset
-        return lowest
+        pending = [
+            p for cq in list(self.store.queues) if (p := self._first_pending(cq)) is not None
+        ]
+        return min(pending) if pending else None
 
     def uploaded_below(self, topic: str, queue_id: int) -> float:
         """The commit-log offset below which every message of the queue is in the
@@ -330,9 +322,14 @@ class TieredStorage:
         cq = self.store.queues.get(topic, queue_id)
         if cq is None:
             return 0.0
+        first = self._first_pending(cq)
+        return float("inf") if first is None else float(first)
+
+    def _first_pending(self, cq: ConsumeQueue) -> int | None:
+        """The commit-log offset of the queue's oldest message not in the tier."""
         begin = self.uploader.begin_of(cq)
         entry = cq.get(begin) if begin < cq.max_index else None
-        return float("inf") if entry is None else float(entry.physical_offset)
+        return None if entry is None else entry.physical_offset
 
     def lowest_physical(self) -> int | None:
         """The oldest commit-log position the tier still holds a message of (index
@@ -350,11 +347,7 @@ class TieredStorage:
         if held is None or held < clog.min_offset:
             return 0, 0.0
         lag_bytes = max(0, self.store.dispatched_offset - held)
-        try:
-            head = clog.read(held, RECORD_HEADER_SIZE)
-        except Exception:
-            return lag_bytes, 0.0
-        stored = header_store_timestamp(head, held)
+        stored = clog.store_timestamp(held)
         age = max(0.0, time.time() - stored / 1000) if stored else 0.0
         return lag_bytes, age
 

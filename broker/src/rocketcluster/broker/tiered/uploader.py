@@ -14,8 +14,9 @@ that starts where the backend says the previous one ends:
   while tiering was off) starts its chain again at the oldest local message, and says
   so: what is gone is gone, but nothing present is skipped.
 
-Blocking work (reading the records, encoding, the backend call) runs on worker
-threads; the catalogue changes on the event loop.
+What costs CPU per message (reading the records, encoding, the backend call) runs in
+the broker's worker process (worker.py); the plans and the catalogue stay on the
+event loop.
 """
 
 from __future__ import annotations
@@ -74,7 +75,6 @@ class QueueProgress:
     offsets: list[int] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     total: int = 0
-    restarted_at: list[tuple[int, int]] = field(default_factory=list)  # holes we had to leave
 
     def moved_to(self, begin: int, now: float) -> None:
         """The tier now ends at ``begin``: forget what was uploaded."""
@@ -151,6 +151,7 @@ class Uploader:
         self.writer = writer
         self.counters = UploadCounters()
         self._progress: dict[tuple[str, int], QueueProgress] = {}
+        self._holes: set[tuple[str, int, int]] = set()  # (topic, queue, tier end) logged
         # Where segments are written: a process of their own in a broker (worker.py),
         # None for a thread of this one (tests, tools).
         self.pool: concurrent.futures.Executor | None = None
@@ -158,30 +159,28 @@ class Uploader:
         self._limit = asyncio.Semaphore(concurrency)
 
     def begin_of(self, cq: ConsumeQueue) -> int:
-        """The first queue offset of ``cq`` the tier does not hold."""
+        """The first queue offset of ``cq`` the tier does not hold (the oldest local
+        message when the tier ends before it: see :meth:`_note_hole`)."""
         tier = self.catalog.get(cq.topic, cq.queue_id)
         end = tier.end if tier is not None else None
-        first_local = cq.min_index
-        if end is None or end < first_local:
-            if end is not None:
-                self._note_hole(cq, end, first_local)
-            return first_local
-        return end
+        return cq.min_index if end is None or end < cq.min_index else end
 
-    def _note_hole(self, cq: ConsumeQueue, end: int, first_local: int) -> None:
-        progress = self._progress.get((cq.topic, cq.queue_id))
-        if progress is None or (end, first_local) not in progress.restarted_at:
-            log.warning(
-                "tier of %s/%d ends at %d but the oldest local message is %d: the messages "
-                "in between were deleted while tiering was off; the tier goes on from %d",
-                cq.topic,
-                cq.queue_id,
-                end,
-                first_local,
-                first_local,
-            )
-            if progress is not None:
-                progress.restarted_at.append((end, first_local))
+    def _note_hole(self, cq: ConsumeQueue) -> None:
+        """Say once per hole that a queue's tier had to start again past its end."""
+        tier = self.catalog.get(cq.topic, cq.queue_id)
+        end = tier.end if tier is not None else None
+        if end is None or end >= cq.min_index or (cq.topic, cq.queue_id, end) in self._holes:
+            return
+        self._holes.add((cq.topic, cq.queue_id, end))
+        log.warning(
+            "tier of %s/%d ends at %d but the oldest local message is %d: the messages "
+            "in between were deleted while tiering was off; the tier goes on from %d",
+            cq.topic,
+            cq.queue_id,
+            end,
+            cq.min_index,
+            cq.min_index,
+        )
 
     async def upload_once(self, *, force: bool = False) -> int:
         """One pass over every queue: upload each batch that is due (every pending
@@ -198,8 +197,10 @@ class Uploader:
                 continue
             progress = self._progress.get(key)
             if progress is None:
+                self._note_hole(cq)
                 progress = self._progress[key] = QueueProgress(begin, now)
             elif progress.begin != begin:
+                self._note_hole(cq)
                 progress.moved_to(begin, now)
             progress.scan(cq, self.batch_bytes)
             waited = float("inf") if force else now - progress.since
@@ -269,7 +270,7 @@ class Uploader:
                 f"the tier's segment of {topic}/{qid}@{due.begin} holds "
                 f"{header.topic}/{header.queue_id}@{header.start}"
             )
-        self.catalog.record(header, done.size, save=False)  # saved once per group
+        self.catalog.record(header, done.size)  # saved once per group (save_pending)
         if done.adopted:
             self.counters.adopted += 1
             log.info(
