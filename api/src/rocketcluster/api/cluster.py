@@ -20,6 +20,7 @@ from rocketcluster.api import kube
 from rocketcluster.api.stats import DEFAULT_STATS_INTERVAL_SECONDS
 from rocketcluster.api.status import RocketClusterStatus
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+from rocketcluster.api.users import UserSpec
 
 API_VERSION = "rocketcluster.io/v1alpha1"
 KIND = "RocketCluster"
@@ -535,9 +536,34 @@ class HealthReportsSpec(_Model):
         return self
 
 
+class TlsSpec(_Model):
+    """``spec.security.tls``: TLS on every port (client gRPC, admin HTTP), mutual TLS
+    between brokers (replication) and with the controllers (Raft, registration)."""
+
+    enabled: bool = False
+    # Kubernetes: a Secret with ``tls.crt``, ``tls.key`` and ``ca.crt`` (what a
+    # cert-manager Certificate writes), mounted into every broker and controller; its
+    # SANs must cover their Services and pods. Local mode ignores it: ``rocketctl
+    # local up`` creates a CA and one certificate per process under its directory.
+    secret_name: str | None = Field(default=None, max_length=253)
+
+
+class AuthSpec(_Model):
+    """``spec.security.auth``: AK/SK signatures on every client request (RocketMQ ACL
+    2.0's ``MQv2-HMAC-SHA1``), per-topic and per-group permissions from the users
+    (``spec.users[]`` / RocketUser), and a token for the admin API and metrics."""
+
+    enabled: bool = False
+    # A client's x-mq-date-time may differ from the broker's clock by this much.
+    clock_skew_seconds: int = Field(default=900, ge=1, le=86_400)
+    # Kubernetes: the Secret (key ``token``) that holds the admin API token; the
+    # operator creates it when it does not exist.
+    admin_token_secret: str | None = Field(default=None, max_length=253)
+
+
 class SecuritySpec(_Model):
-    tls: bool = False
-    auth: bool = False
+    tls: TlsSpec = Field(default_factory=TlsSpec)
+    auth: AuthSpec = Field(default_factory=AuthSpec)
 
 
 class PlacementSpec(_Model):
@@ -630,6 +656,8 @@ class RocketClusterSpec(_Model):
     consumer_groups: list[ConsumerGroupSpec] = Field(
         default_factory=list, json_schema_extra=LIST_MAP_BY_NAME
     )
+    # Users and their permissions when security.auth is on (or RocketUser resources).
+    users: list[UserSpec] = Field(default_factory=list, json_schema_extra=LIST_MAP_BY_NAME)
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
     health_reports: HealthReportsSpec | None = None
     security: SecuritySpec = Field(default_factory=SecuritySpec)
@@ -666,6 +694,7 @@ class RocketClusterSpec(_Model):
         for kind, names in (
             ("topic", [t.name for t in self.topics]),
             ("consumer group", [g.name for g in self.consumer_groups]),
+            ("user", [u.name for u in self.users]),
         ):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
