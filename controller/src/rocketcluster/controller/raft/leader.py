@@ -1,12 +1,14 @@
 """The leader's half of the protocol: replication, commit, heartbeats, transfer.
 
-Functions over `Raft` rather than methods, to keep each module small; `core.py` calls
-them when the node is leader.
+Functions over the node's state rather than methods, to keep each module small;
+`core.py` calls them when the node is leader. They see the node through `LeaderNode`,
+the part of `core.Raft` they use, so this module does not import the core back.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from rocketcluster.controller.raft.errors import (
     CompactedError,
@@ -16,7 +18,8 @@ from rocketcluster.controller.raft.errors import (
     UnavailableError,
     UncommittedBacklogFullError,
 )
-from rocketcluster.controller.raft.progress import Progress, ProgressState
+from rocketcluster.controller.raft.log import RaftLog
+from rocketcluster.controller.raft.progress import Progress, ProgressState, ProgressTracker
 from rocketcluster.controller.raft.types import (
     NO_NODE,
     Entry,
@@ -25,11 +28,28 @@ from rocketcluster.controller.raft.types import (
     StateType,
 )
 
-if TYPE_CHECKING:
-    from rocketcluster.controller.raft.core import Raft
+
+class LeaderNode(Protocol):
+    """What the leader's functions read and change on the node (`core.Raft`)."""
+
+    id: int
+    term: int
+    state: StateType
+    raft_log: RaftLog
+    trk: ProgressTracker
+    lead_transferee: int
+    election_elapsed: int
+    max_msg_size: int | None
+    max_uncommitted: int | None
+
+    def send(self, m: Message) -> None: ...
+    def become_follower(self, term: int, lead: int) -> None: ...
+    def append_entries(self, payloads: Sequence[bytes]) -> int: ...
+    def maybe_commit(self) -> bool: ...
+    def abort_leader_transfer(self) -> None: ...
 
 
-def step_leader(r: Raft, m: Message) -> None:
+def step_leader(r: LeaderNode, m: Message) -> None:
     t = m.type
     if t is MessageType.BEAT:
         bcast_heartbeat(r)
@@ -84,7 +104,7 @@ def step_leader(r: Raft, m: Message) -> None:
         _handle_transfer_leader(r, m.from_id, pr)
 
 
-def _handle_append_response(r: Raft, m: Message, pr: Progress) -> None:
+def _handle_append_response(r: LeaderNode, m: Message, pr: Progress) -> None:
     pr.recent_active = True
     if m.reject:
         next_probe = m.reject_hint
@@ -122,7 +142,7 @@ def _handle_append_response(r: Raft, m: Message, pr: Progress) -> None:
         send_timeout_now(r, m.from_id)
 
 
-def _handle_transfer_leader(r: Raft, transferee: int, pr: Progress) -> None:
+def _handle_transfer_leader(r: LeaderNode, transferee: int, pr: Progress) -> None:
     if r.lead_transferee != NO_NODE:
         if r.lead_transferee == transferee:
             return  # already on its way
@@ -138,15 +158,15 @@ def _handle_transfer_leader(r: Raft, transferee: int, pr: Progress) -> None:
         send_append(r, transferee)
 
 
-def send_timeout_now(r: Raft, to: int) -> None:
+def send_timeout_now(r: LeaderNode, to: int) -> None:
     r.send(Message(type=MessageType.TIMEOUT_NOW, to=to, from_id=r.id, term=r.term))
 
 
-def send_append(r: Raft, to: int) -> None:
+def send_append(r: LeaderNode, to: int) -> None:
     maybe_send_append(r, to, send_if_empty=True)
 
 
-def maybe_send_append(r: Raft, to: int, *, send_if_empty: bool) -> bool:
+def maybe_send_append(r: LeaderNode, to: int, *, send_if_empty: bool) -> bool:
     """Send `to` the entries it lacks (or a snapshot); False if nothing was sent."""
     pr = r.trk.progress[to]
     if pr.is_paused():
@@ -184,7 +204,7 @@ def maybe_send_append(r: Raft, to: int, *, send_if_empty: bool) -> bool:
     return True
 
 
-def _maybe_send_snapshot(r: Raft, to: int, pr: Progress) -> bool:
+def _maybe_send_snapshot(r: LeaderNode, to: int, pr: Progress) -> bool:
     if not pr.recent_active:
         # Snapshots are expensive; wait until the follower has answered this leader.
         return False
@@ -202,13 +222,13 @@ def _maybe_send_snapshot(r: Raft, to: int, pr: Progress) -> bool:
     return True
 
 
-def bcast_append(r: Raft) -> None:
+def bcast_append(r: LeaderNode) -> None:
     for voter in r.trk.voters:
         if voter != r.id:
             send_append(r, voter)
 
 
-def bcast_heartbeat(r: Raft) -> None:
+def bcast_heartbeat(r: LeaderNode) -> None:
     committed = r.raft_log.committed
     for voter, pr in r.trk:
         if voter == r.id:
@@ -226,7 +246,7 @@ def bcast_heartbeat(r: Raft) -> None:
         )
 
 
-def retry_stale_snapshots(r: Raft) -> None:
+def retry_stale_snapshots(r: LeaderNode) -> None:
     """Resend snapshots pending for a whole election timeout.
 
     A lost InstallSnapshot leaves the follower in SNAPSHOT state (appends paused) until
