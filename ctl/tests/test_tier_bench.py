@@ -7,21 +7,21 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from rocketcluster.ctl.bench import tier_bench
+from rocketcluster.ctl.bench import tier
 from rocketcluster.ctl.bench.results import format_table
 
 MESSAGES = 1000
 
 
 def test_the_tier_bench_measures_every_case(tmp_path: Path) -> None:
-    bench = tier_bench.run_tier_bench(
+    bench = tier.run_tier_bench(
         tmp_path,
         0.8,
         messages=MESSAGES,
         reps=1,
         writers=1,
-        load=tier_bench.BrokerLoad(seconds=2.0, senders=2, warmup_s=0.5),
-        settings=tier_bench.TierSettings(upload_batch_bytes=1 << 20, upload_interval_s=0.1),
+        load=tier.BrokerLoad(seconds=2.0, senders=2, warmup_s=0.5),
+        settings=tier.TierSettings(upload_batch_bytes=1 << 20, upload_interval_s=0.1),
     )
     result = asyncio.run(bench)
 
@@ -66,12 +66,10 @@ def test_the_tier_bench_measures_every_case(tmp_path: Path) -> None:
         assert reads[kind]["fetches"] == reads[kind]["segments"] > 0  # each fetched once
     assert reads["local"]["ratio_to_local"] == 1.0
 
-    assert "cpu_ms_per_mb" in format_table(
-        tier_bench.broker_table(result), tier_bench.BROKER_COLUMNS
-    )
-    assert "slowdown" in format_table(tier_bench.produce_table(result), tier_bench.PRODUCE_COLUMNS)
-    assert "ratio_to_local" in format_table(tier_bench.read_table(result), tier_bench.READ_COLUMNS)
-    lines = tier_bench.summary_lines(result)
+    assert "cpu_ms_per_mb" in format_table(tier.broker_table(result), tier.BROKER_COLUMNS)
+    assert "slowdown" in format_table(tier.produce_table(result), tier.PRODUCE_COLUMNS)
+    assert "ratio_to_local" in format_table(tier.read_table(result), tier.READ_COLUMNS)
+    lines = tier.summary_lines(result)
     assert lines[0].startswith("through a broker: uploader slowdown posix ")
     assert any(
         line.startswith("in-process store at saturation, uploader on threads (the worst case)")

@@ -117,12 +117,12 @@ def bench_tier(
     """Produce throughput with the tier's uploader running vs not (through a broker
     process, and in-process at the store's saturation: the worst case), and cold reads
     from the tier (POSIX, S3) vs local reads."""
-    from rocketcluster.ctl.bench import tier_bench
+    from rocketcluster.ctl.bench import tier
 
     work_dir.mkdir(parents=True, exist_ok=True)
-    load = tier_bench.BrokerLoad(seconds=broker_seconds, senders=senders)
+    load = tier.BrokerLoad(seconds=broker_seconds, senders=senders)
     result = asyncio.run(
-        tier_bench.run_tier_bench(
+        tier.run_tier_bench(
             work_dir, seconds, messages=messages, reps=reps, s3=s3, broker=broker, load=load
         )
     )
@@ -134,18 +134,18 @@ def bench_tier(
             f"{through['batch']} x 1 KiB in flight, {through['seconds_per_case']:g} s per case, "
             "median of each case; CPU in cores):"
         )
-        click.echo(format_table(tier_bench.broker_table(result), tier_bench.BROKER_COLUMNS))
+        click.echo(format_table(tier.broker_table(result), tier.BROKER_COLUMNS))
         click.echo()
     click.echo(
         "produce in-process, the store at saturation, the uploader on threads beside it "
         "(the worst case; a broker writes segments in a worker process):"
     )
-    click.echo(format_table(tier_bench.produce_table(result), tier_bench.PRODUCE_COLUMNS))
+    click.echo(format_table(tier.produce_table(result), tier.PRODUCE_COLUMNS))
     click.echo()
     click.echo("cold reads:")
-    click.echo(format_table(tier_bench.read_table(result), tier_bench.READ_COLUMNS))
+    click.echo(format_table(tier.read_table(result), tier.READ_COLUMNS))
     click.echo()
-    for line in tier_bench.summary_lines(result):
+    for line in tier.summary_lines(result):
         click.echo(line)
     click.echo(f"results: {path}")
 
