@@ -18,6 +18,7 @@ import grpc
 from rocketcluster.api.catalogue import Catalogue
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.api.generated.controller_pb2_grpc import ControllerServiceStub
+from rocketcluster.api.tls import ClientTls, grpc_channel
 
 NOT_LEADER = "CONTROLLER_NOT_LEADER"
 SUCCESS = "SUCCESS"
@@ -56,7 +57,14 @@ class ControllerUnavailable(RuntimeError):
 
 
 class ControllerClient:
-    def __init__(self, addresses: list[str], *, timeout: float = 3.0, attempts: int = 10) -> None:
+    def __init__(
+        self,
+        addresses: list[str],
+        *,
+        timeout: float = 3.0,
+        attempts: int = 10,
+        tls: ClientTls | None = None,
+    ) -> None:
         if not addresses:
             raise ValueError("at least one controller address is needed")
         self.addresses = list(addresses)
@@ -64,13 +72,13 @@ class ControllerClient:
         self.attempts = attempts
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._leader = self.addresses[0]
+        # The controllers' port is mutual TLS when on: present our certificate.
+        self.tls = tls
 
     def stub(self, address: str) -> ControllerServiceStub:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = grpc.aio.insecure_channel(
-                address, options=CHANNEL_OPTIONS
-            )
+            channel = self._channels[address] = grpc_channel(address, self.tls, CHANNEL_OPTIONS)
         return ControllerServiceStub(channel)
 
     async def close(self) -> None:
@@ -88,7 +96,8 @@ class ControllerClient:
             try:
                 answer = ControllerAnswer.of(await call(self.stub(address)))
             except grpc.aio.AioRpcError as exc:
-                last = f"{address}: {exc.code().name}"
+                # The details say why (e.g. a TLS handshake the controller refused).
+                last = f"{address}: {exc.code().name} {exc.details() or ''}".rstrip()
                 address = self._next(address)
                 await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
                 continue

@@ -10,6 +10,8 @@ from typing import Any
 import grpc
 from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
 
+from rocketcluster.api.tls import ClientTls, grpc_channel
+
 CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
@@ -30,15 +32,14 @@ FORWARDED_HEADERS = {
 
 
 class Forwarder:
-    def __init__(self) -> None:
+    def __init__(self, tls: ClientTls | None = None) -> None:
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._tls = tls  # the master's client port speaks TLS when on
 
     def _stub(self, endpoint: str) -> MessagingServiceStub:
         channel = self._channels.get(endpoint)
         if channel is None:
-            channel = self._channels[endpoint] = grpc.aio.insecure_channel(
-                endpoint, options=CHANNEL_OPTIONS
-            )
+            channel = self._channels[endpoint] = grpc_channel(endpoint, self._tls, CHANNEL_OPTIONS)
         return MessagingServiceStub(channel)
 
     @staticmethod

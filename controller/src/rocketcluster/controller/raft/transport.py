@@ -17,6 +17,7 @@ import grpc
 
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.api.generated.controller_pb2_grpc import ControllerServiceStub
+from rocketcluster.api.tls import ClientTls, grpc_channel
 from rocketcluster.controller.raft.types import (
     Entry,
     Message,
@@ -87,12 +88,18 @@ def decode(m: cpb.RaftMessage) -> Message:
 
 
 class PeerSender:
-    def __init__(self, peer: int, address: str, on_unreachable: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        peer: int,
+        address: str,
+        on_unreachable: Callable[[int], None],
+        tls: ClientTls | None = None,
+    ) -> None:
         self.peer = peer
         self.address = address
         self._on_unreachable = on_unreachable
         self._queue: asyncio.Queue[Message] = asyncio.Queue()
-        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channel = grpc_channel(address, tls, CHANNEL_OPTIONS)
         self._stub = ControllerServiceStub(self._channel)
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-send-{peer}")
         self.failures = 0
@@ -132,8 +139,15 @@ class PeerSender:
 
 
 class GrpcTransport:
-    def __init__(self, peers: dict[int, str], on_unreachable: Callable[[int], None]) -> None:
-        self._senders = {pid: PeerSender(pid, addr, on_unreachable) for pid, addr in peers.items()}
+    def __init__(
+        self,
+        peers: dict[int, str],
+        on_unreachable: Callable[[int], None],
+        tls: ClientTls | None = None,
+    ) -> None:
+        self._senders = {
+            pid: PeerSender(pid, addr, on_unreachable, tls) for pid, addr in peers.items()
+        }
 
     def send(self, messages: Sequence[Message]) -> None:
         for m in messages:
