@@ -139,7 +139,9 @@ class BrokerProcessConfig(BaseModel):
     label_pod_role: bool = False
     # TLS on every port (api/tls.py): the client port and admin HTTP authenticate the
     # server, the HA port also requires the replicas' certificates; None: plaintext.
-    tls: TlsFiles | None = None
+    # Left out of the file when off: a cluster without TLS renders the same files (and
+    # pod hashes) as before the field existed, so upgrading the operator rolls nothing.
+    tls: TlsFiles | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def client_endpoint(self) -> str:

@@ -43,7 +43,9 @@ class ControllerProcessConfig(BaseModel):
     write_quorum: int | None = Field(default=None, ge=1)
     # TLS (api/tls.py): the Raft / broker port requires certificates from the CA
     # (mutual TLS), admin HTTP authenticates the server; None: plaintext.
-    tls: TlsFiles | None = None
+    # Left out of the file when off: a cluster without TLS renders the same files (and
+    # pod hashes) as before the field existed, so upgrading the operator rolls nothing.
+    tls: TlsFiles | None = Field(default=None, exclude_if=lambda v: v is None)
 
     def member(self, node_id: int) -> ControllerMember:
         for m in self.members:

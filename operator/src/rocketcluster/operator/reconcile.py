@@ -38,6 +38,7 @@ from rocketcluster.operator.orchestrate.scale import (
 from rocketcluster.operator.orchestrate.steps import Step, StepKind, blocked, done, wait
 from rocketcluster.operator.render import render_cluster
 from rocketcluster.operator.render.brokers import client_endpoint
+from rocketcluster.operator.render.tls import TlsSpecError
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,12 @@ class ClusterReconciler:
             await self._write_status(body, status, memory)
             return status
         # 1. render
-        rendered = render_cluster(cluster)
+        try:
+            rendered = render_cluster(cluster)
+        except TlsSpecError as exc:  # e.g. TLS on without the Secret: say what to set
+            status = assess(Assessment(generation, "", (), None, {}, invalid=str(exc)))
+            await self._write_status(body, status, memory)
+            return status
         workloads = {
             o["metadata"]["name"]: o for o in rendered if o["kind"] in ("StatefulSet", "Deployment")
         }
