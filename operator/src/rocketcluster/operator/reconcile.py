@@ -39,6 +39,7 @@ from rocketcluster.operator.orchestrate.steps import Step, StepKind, blocked, do
 from rocketcluster.operator.render import render_cluster
 from rocketcluster.operator.render.brokers import client_endpoint
 from rocketcluster.operator.render.tls import TlsSpecError
+from rocketcluster.operator.trust import AdminTrust
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +74,11 @@ class ClusterReconciler:
         applier: Applier,
         http: httpx.AsyncClient,
         events: EventSink | None = None,
+        trust: AdminTrust | None = None,
     ) -> None:
         self._client = client
         self._applier = applier
-        self._observer = Observer(client, http)
+        self._observer = Observer(client, http, trust)
         self._events = events or (lambda kind, reason, message: None)
 
     async def reconcile(self, body: dict[str, Any], memory: ClusterMemory) -> RocketClusterStatus:
