@@ -97,3 +97,22 @@ def test_tls_without_a_secret_is_refused_with_what_to_set() -> None:
     message = str(refused.value)
     assert "spec.security.tls.secretName" in message
     assert "*.prod-broker-0-headless.default.svc.cluster.local" in message
+
+
+def test_health_reports_read_the_controllers_over_https_trusting_the_ca() -> None:
+    data = _cluster().model_dump(mode="json", by_alias=True)
+    data["spec"]["healthReports"] = {"schedule": "0 * * * *"}
+    objects = render_cluster(RocketCluster.model_validate(data))
+    [cron] = [o for o in objects if o["kind"] == "CronJob"]
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    urls = [a for a in container["args"] if "://" in a]
+    assert urls and all(u.startswith("https://prod-controller-") for u in urls)
+    assert {"name": "SSL_CERT_FILE", "value": f"{TLS_DIR}/ca.crt"} in container["env"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "tls"]
+    assert volume["secret"] == {
+        "secretName": "prod-tls",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],  # never the key
+    }
+    for version in ("1.27.0", "1.37.0"):
+        kubernetes_validate.validate(cron, version, strict=True)

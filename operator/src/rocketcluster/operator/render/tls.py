@@ -81,6 +81,11 @@ def server_name(cluster: RocketCluster) -> str:
     return kube.service_host(kube.broker_group_name(cluster.name, 0), ns)
 
 
+def ca_item() -> dict[str, str]:
+    """The Secret volume item of the CA alone (for pods that only verify)."""
+    return {"key": CA_KEY, "path": CA_KEY}
+
+
 def add_to_pod(cluster: RocketCluster, pod_spec: dict[str, Any]) -> None:
     """Mount the Secret in the pod's container and probe it over HTTPS (the kubelet
     does not verify the certificate; it only needs the scheme)."""
