@@ -1,6 +1,6 @@
 """api/tls.py without broker processes: bad files fail with their name, rewritten files are
 picked up (and a half-done rewrite is not), and a grpc server in this process serves
-TLS 1.2+ only, refusing plaintext."""
+TLS 1.2+ only, refusing plaintext; our channels follow a renewal of our own certificate."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import pytest
 from cryptography import x509
 
 from rocketcluster.api.tls import (
+    ChannelPool,
+    ClientTls,
     ServerCertificates,
     TlsFiles,
     TlsMaterialError,
@@ -159,3 +161,48 @@ def _tls_refused(port: int, ca_file: Path, version: ssl.TLSVersion) -> str | Non
             return None
     except (ssl.SSLError, ConnectionResetError) as exc:
         return str(exc)
+
+
+def test_channel_pool_presents_a_renewed_client_certificate(
+    tmp_path: Path, issued: tuple[LocalCA, TlsFiles]
+) -> None:
+    """A mutual TLS server that answers with the serial of the certificate the caller
+    presented: after our certificate is renewed on disk, the pool's next channel
+    presents the new one (a kept channel would present the old one for ever)."""
+    ca, server_files = issued
+    client_files = ca.issue("client", [], tmp_path / "client")
+
+    async def who(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        [pem] = context.auth_context()["x509_pem_cert"]
+        return str(x509.load_pem_x509_certificate(pem).serial_number).encode()
+
+    handler = grpc.method_handlers_generic_handler(
+        "t.Peer", {"Who": grpc.unary_unary_rpc_method_handler(who)}
+    )
+
+    async def run() -> tuple[int, int, int]:
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((handler,))
+        port = add_port(server, "127.0.0.1:0", server_files, mutual=True)
+        await server.start()
+        pool = ChannelPool(ClientTls(client_files), check_every_s=0, grace_s=0)
+        address = f"127.0.0.1:{port}"
+
+        async def ask() -> int:
+            call = pool.channel(address).unary_unary("/t.Peer/Who")
+            return int(await call(b"", timeout=10))
+
+        try:
+            first = await ask()
+            ca.issue("client", [], client_files.cert_file.parent)  # renewed in place
+            second = await ask()
+            renewals = pool.renewals
+        finally:
+            await pool.close()
+            await server.stop(0)
+        return first, second, renewals
+
+    first, second, renewals = asyncio.run(run())
+    assert first != second
+    assert second == certificate_serial(client_files.cert_file)
+    assert renewals == 1

@@ -19,10 +19,12 @@ TLS 1.2 is the minimum everywhere (gRPC's own floor; set explicitly for HTTP).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import ssl
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,10 +112,14 @@ def load_material(files: TlsFiles) -> TlsMaterial:
 
 
 def _stamp(files: TlsFiles) -> tuple[tuple[int, int, int], ...]:
+    return _stamp_paths(files.paths())
+
+
+def _stamp_paths(paths: Sequence[Path]) -> tuple[tuple[int, int, int], ...]:
     """What changes when a file is rewritten: mtime, size and inode of each (a Secret
     volume swaps a symlink, so the inode moves even when mtimes tie)."""
     out = []
-    for path in files.paths():
+    for path in paths:
         try:
             st = os.stat(path)
         except OSError:
@@ -234,6 +240,75 @@ def grpc_channel(
     if tls is None:
         return grpc.aio.insecure_channel(address, options=list(options))
     return grpc.aio.secure_channel(address, tls.channel_credentials(), options=list(options))
+
+
+class ChannelPool:
+    """grpc.aio channels by address that follow a rotation of our own certificate.
+
+    A channel keeps the credentials it was made with, also for its reconnects: after
+    cert-manager renews the certificate, a long-lived channel would keep presenting the
+    old one until it expires and the peers refuse it. So when the files change (checked
+    at most every ``check_every_s``), the next ``channel()`` call retires every channel
+    (closed after ``grace_s``, so calls in flight finish) and makes new ones."""
+
+    def __init__(
+        self,
+        tls: ClientTls | None,
+        options: Sequence[tuple[str, Any]] = (),
+        *,
+        check_every_s: float = 1.0,
+        grace_s: float = 30.0,
+    ) -> None:
+        self.tls = tls
+        self.options = list(options)
+        self.check_every_s = check_every_s
+        self.grace_s = grace_s
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        self._stamp = self._current_stamp()
+        self._checked_at = time.monotonic()
+        self.renewals = 0
+
+    def _current_stamp(self) -> tuple[tuple[int, int, int], ...]:
+        if self.tls is None:
+            return ()
+        if self.tls.files is not None:
+            return _stamp(self.tls.files)
+        assert self.tls.ca_file is not None
+        return _stamp_paths([self.tls.ca_file])
+
+    def _renewed(self) -> bool:
+        now = time.monotonic()
+        if self.tls is None or now - self._checked_at < self.check_every_s:
+            return False
+        self._checked_at = now
+        stamp = self._current_stamp()
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        return True
+
+    def channel(self, address: str) -> grpc.aio.Channel:
+        if self._renewed():
+            self.renewals += 1
+            for old in self._channels.values():
+                task = asyncio.get_running_loop().create_task(old.close(self.grace_s))
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+            self._channels.clear()
+        found = self._channels.get(address)
+        if found is None:
+            found = self._channels[address] = grpc_channel(address, self.tls, self.options)
+        return found
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+        for task in list(self._closing):
+            task.cancel()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 def server_ssl_context(files: TlsFiles) -> ssl.SSLContext:

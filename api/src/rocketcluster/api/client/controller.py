@@ -18,7 +18,7 @@ import grpc
 from rocketcluster.api.catalogue import Catalogue
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.api.generated.controller_pb2_grpc import ControllerServiceStub
-from rocketcluster.api.tls import ClientTls, grpc_channel
+from rocketcluster.api.tls import ChannelPool, ClientTls
 
 NOT_LEADER = "CONTROLLER_NOT_LEADER"
 SUCCESS = "SUCCESS"
@@ -70,21 +70,17 @@ class ControllerClient:
         self.addresses = list(addresses)
         self.timeout = timeout
         self.attempts = attempts
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        # Channels that follow a renewal of our certificate (mutual TLS port).
+        self._channels = ChannelPool(tls, CHANNEL_OPTIONS)
         self._leader = self.addresses[0]
         # The controllers' port is mutual TLS when on: present our certificate.
         self.tls = tls
 
     def stub(self, address: str) -> ControllerServiceStub:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = grpc_channel(address, self.tls, CHANNEL_OPTIONS)
-        return ControllerServiceStub(channel)
+        return ControllerServiceStub(self._channels.channel(address))
 
     async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
+        await self._channels.close()
 
     async def _leader_call(
         self, call: Callable[[ControllerServiceStub], Awaitable[cpb.ControllerReply]]
