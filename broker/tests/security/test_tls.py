@@ -309,6 +309,7 @@ def test_replica_with_untrusted_certificate_cannot_join(cluster: Secured) -> Non
     )
     log = Path(cluster.proc(name)["logPath"]).read_text()
     assert "broker failed to start: no controller leader answered" in log
+    assert "check that this process's certificate comes from the cluster's CA" in log
 
     async def produce() -> int:
         endpoint = cluster.state["clientEndpoints"]

@@ -106,7 +106,14 @@ class ControllerClient:
             else:
                 address = self._next(address)
                 await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
-        raise ControllerUnavailable(f"no controller leader answered ({last})")
+        hint = ""
+        if self.tls is not None and "UNAVAILABLE" in last:
+            # A refused handshake looks like a closed socket from this side.
+            hint = (
+                "; with TLS on, check that this process's certificate comes from the "
+                f"cluster's CA ({self.tls.ca_file}) and names the address it is dialled at"
+            )
+        raise ControllerUnavailable(f"no controller leader answered ({last}){hint}")
 
     def _next(self, address: str) -> str:
         if address not in self.addresses:
