@@ -62,6 +62,8 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
     ("", "pods"): {"list", "delete", "get", "patch"},
     # Applied (apply.py: patch, and create in merge mode); deleted by _remove_group.
     ("", "services"): {"create", "patch", "delete"},
+    # trust.py: ca.crt of spec.security.tls.secretName (the admin APIs' CA).
+    ("", "secrets"): {"get"},
     # Also monitoring and health report objects (prune.py): listed to find the stale
     # ones, which are deleted.
     ("", "configmaps"): {"list", "create", "patch", "delete"},
@@ -79,7 +81,7 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
 }
 # Kinds the client knows (PLURALS) that no code calls today: no permission for them.
 # The test below proves that nothing outside kube/client.py names them.
-NOT_CALLED = {"Secret", "ServiceMonitor"}
+NOT_CALLED = {"ServiceMonitor"}
 # kopf's observers, cluster-scoped (observation.py): CRDs always, namespaces only when
 # it watches listed namespaces (it resolves them; cluster-wide it never lists them).
 DISCOVERY_CLUSTER_WIDE: set[Permission] = {

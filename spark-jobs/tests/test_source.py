@@ -111,6 +111,11 @@ def test_group_admin_addresses_follow_the_registered_host_master_first() -> None
     }  # fmt: skip
     assert group_replicas(view).admin == ("broker-1.svc:8080", "10.0.0.1:8080")
     assert group_replicas(view, {"g": ["x:1"]}).admin == ("x:1",)
+    # Controllers reached over https (spec.security.tls): the brokers are too.
+    assert group_replicas(view, scheme="https").admin == (
+        "https://broker-1.svc:8080",
+        "https://10.0.0.1:8080",
+    )
 
 
 def test_bad_options_say_what_to_give(spark: SparkSession) -> None:

@@ -42,6 +42,11 @@ that every call is allowed and that nothing else is.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "patch", "delete"]
+# trust.py reads ca.crt of a cluster's spec.security.tls.secretName, to check its
+# admin APIs' certificates (get only: the operator never writes or lists Secrets).
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
 # Rendered and applied (create, patch); a removed broker group's config and Services
 # are deleted (reconcile.py _remove_group).
 - apiGroups: [""]

@@ -18,6 +18,7 @@ from rocketcluster.api.cluster import (
     TieredStorageSpec,
 )
 from rocketcluster.api.stats import DEFAULT_STATS_INTERVAL_SECONDS
+from rocketcluster.api.tls import TlsFiles
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 
 CLIENT_PORT = 8081
@@ -136,6 +137,11 @@ class BrokerProcessConfig(BaseModel):
     # groups: the group's client Service selects role=master); needs POD_NAME,
     # POD_NAMESPACE and a service account allowed to patch the pod.
     label_pod_role: bool = False
+    # TLS on every port (api/tls.py): the client port and admin HTTP authenticate the
+    # server, the HA port also requires the replicas' certificates; None: plaintext.
+    # Left out of the file when off: a cluster without TLS renders the same files (and
+    # pod hashes) as before the field existed, so upgrading the operator rolls nothing.
+    tls: TlsFiles | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def client_endpoint(self) -> str:

@@ -536,9 +536,21 @@ class HealthReportsSpec(_Model):
         return self
 
 
+# Kubernetes only (the CRD): rocketctl local makes its own CA and ignores secretName.
+_TLS_RULES: JsonValue = [
+    {
+        "rule": "!self.enabled || has(self.secretName)",
+        "message": "enabled needs secretName in Kubernetes: a Secret with tls.crt, tls.key "
+        "and ca.crt (what a cert-manager Certificate writes)",
+    },
+]
+
+
 class TlsSpec(_Model):
     """``spec.security.tls``: TLS on every port (client gRPC, admin HTTP), mutual TLS
     between brokers (replication) and with the controllers (Raft, registration)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _TLS_RULES})
 
     enabled: bool = False
     # Kubernetes: a Secret with ``tls.crt``, ``tls.key`` and ``ca.crt`` (what a

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from rocketcluster.api.broker_config import ADMIN_PORT, CONTROLLER_PORT
+from rocketcluster.api.tls import TlsFiles
 
 
 class ControllerMember(BaseModel):
@@ -40,6 +41,11 @@ class ControllerProcessConfig(BaseModel):
     # None for async replication or allAckInSyncStateSet). Elections then wait for
     # enough alive in-sync replicas that one of them holds every acknowledged write.
     write_quorum: int | None = Field(default=None, ge=1)
+    # TLS (api/tls.py): the Raft / broker port requires certificates from the CA
+    # (mutual TLS), admin HTTP authenticates the server; None: plaintext.
+    # Left out of the file when off: a cluster without TLS renders the same files (and
+    # pod hashes) as before the field existed, so upgrading the operator rolls nothing.
+    tls: TlsFiles | None = Field(default=None, exclude_if=lambda v: v is None)
 
     def member(self, node_id: int) -> ControllerMember:
         for m in self.members:

@@ -18,6 +18,7 @@ from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.client.controller import ControllerClient
 from rocketcluster.api.generated import ha_pb2 as hpb
 from rocketcluster.api.generated import ha_pb2_grpc
+from rocketcluster.api.tls import ClientTls, add_port, server_ssl_context
 from rocketcluster.broker.admin.app import create_admin_app
 from rocketcluster.broker.ha.role import Role, RoleManager
 from rocketcluster.broker.kube_label import HttpPodPatcher, PodLabeler, PodTarget
@@ -118,7 +119,10 @@ class BrokerServer:
         if cfg.controllers:
             # Few attempts: a poll that fails is simply tried again next time.
             self._catalogue_client = ControllerClient(
-                cfg.controllers, timeout=2.0, attempts=len(cfg.controllers) + 1
+                cfg.controllers,
+                timeout=2.0,
+                attempts=len(cfg.controllers) + 1,
+                tls=ClientTls.of(cfg.tls),
             )
         self.catalogue = CatalogueService(
             cfg,
@@ -135,11 +139,13 @@ class BrokerServer:
         self.catalogue.start()  # its first poll follows the registration at once
         self.runtime.start()
         app = create_admin_app(self.runtime, self._is_ready, self.catalogue)
-        self._admin = _AdminServer(
-            uvicorn.Config(
-                app, host=cfg.bind_host, port=cfg.admin_port, log_level="warning", lifespan="off"
-            )
+        admin_config = uvicorn.Config(
+            app, host=cfg.bind_host, port=cfg.admin_port, log_level="warning", lifespan="off"
         )
+        if cfg.tls is not None:  # https only: uvicorn serves the context it is given
+            admin_config.load()
+            admin_config.ssl = server_ssl_context(cfg.tls)
+        self._admin = _AdminServer(admin_config)
         self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
         server = grpc.aio.server(
             options=[
@@ -155,7 +161,8 @@ class BrokerServer:
         )
         address = f"{cfg.bind_host}:{cfg.client_port}"
         try:
-            port = server.add_insecure_port(address)
+            # Server authentication only: the official clients present no certificate.
+            port = add_port(server, address, cfg.tls, mutual=False)
         except RuntimeError as exc:
             raise BindError(f"cannot listen on {address}: {exc}") from exc
         if port == 0:
@@ -170,11 +177,12 @@ class BrokerServer:
             raise BindError(f"cannot serve the admin API on {cfg.bind_host}:{cfg.admin_port}")
         self._ready = True
         log.info(
-            "broker %s serving clients on %s, admin on %s:%d",
+            "broker %s serving clients on %s, admin on %s:%d (%s)",
             cfg.node_id,
             address,
             cfg.bind_host,
             cfg.admin_port,
+            f"TLS, CA {cfg.tls.ca_file}" if cfg.tls else "plaintext",
         )
 
     async def _start_replication(self, runtime: MessagingRuntime) -> None:
@@ -189,7 +197,8 @@ class BrokerServer:
         )
         ha_pb2_grpc.add_HAServiceServicer_to_server(HAServicer(self.role), ha)
         address = f"{cfg.bind_host}:{cfg.ha_port}"
-        if ha.add_insecure_port(address) == 0:
+        # Mutual TLS: only a replica with a certificate from the cluster's CA replicates.
+        if add_port(ha, address, cfg.tls, mutual=True) == 0:
             raise BindError(f"cannot serve replication on {address}")
         await ha.start()
         self._ha = ha

@@ -19,6 +19,7 @@ from typing import Any
 
 from rocketcluster.api.broker_config import split_registered
 from rocketcluster.api.controller_config import ControllerProcessConfig
+from rocketcluster.api.tls import ClientTls
 from rocketcluster.controller.election import (
     BrokerLiveInfo,
     ElectionDecision,
@@ -96,7 +97,7 @@ class ControllerCore:
         # One election at a time per group (a switchover's phase 0 waits seconds for a
         # slave to catch up; other groups' failovers must not wait behind it).
         self._election_locks: dict[str, asyncio.Lock] = {}
-        self.handover: HandoverClient = GrpcHandoverClient()
+        self.handover: HandoverClient = GrpcHandoverClient(tls=ClientTls.of(config.tls))
         self._scan_task: asyncio.Task[None] | None = None
         self.elections = 0
         self.unclean_elections = 0

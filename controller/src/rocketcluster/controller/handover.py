@@ -20,6 +20,7 @@ import grpc
 
 from rocketcluster.api.generated import ha_pb2 as hpb
 from rocketcluster.api.generated.ha_pb2_grpc import HAServiceStub
+from rocketcluster.api.tls import ClientTls, grpc_channel
 
 CATCH_UP_S = 5.0  # how long the designated slave may take to catch up
 HOLD_S = 5.0  # how long the master keeps appends paused, waiting to be deposed
@@ -52,9 +53,12 @@ class HandoverClient(Protocol):
 class GrpcHandoverClient:
     """One short-lived channel per call: switchovers are rare."""
 
-    def __init__(self, catch_up_s: float = CATCH_UP_S, hold_s: float = HOLD_S) -> None:
+    def __init__(
+        self, catch_up_s: float = CATCH_UP_S, hold_s: float = HOLD_S, tls: ClientTls | None = None
+    ) -> None:
         self.catch_up_s = catch_up_s
         self.hold_s = hold_s
+        self.tls = tls  # brokers' HA port is mutual TLS when on
 
     def _request(self, group: str, master_epoch: int, target: int) -> hpb.HandoverRequest:
         return hpb.HandoverRequest(
@@ -70,7 +74,7 @@ class GrpcHandoverClient:
     ) -> HandoverAnswer:
         request = self._request(group, master_epoch, target)
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with grpc_channel(address, self.tls) as channel:
                 reply = await HAServiceStub(channel).PrepareHandover(
                     request, timeout=self.catch_up_s + RPC_MARGIN_S
                 )
@@ -90,7 +94,7 @@ class GrpcHandoverClient:
         )
 
     async def abort(self, address: str, group: str, master_epoch: int, target: int) -> None:
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with grpc_channel(address, self.tls) as channel:
             await HAServiceStub(channel).AbortHandover(
                 self._request(group, master_epoch, target), timeout=RPC_MARGIN_S
             )

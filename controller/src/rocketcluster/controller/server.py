@@ -13,6 +13,7 @@ import uvicorn
 
 from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.api.generated import controller_pb2_grpc
+from rocketcluster.api.tls import ClientTls, add_port, server_ssl_context
 from rocketcluster.controller.admin import create_controller_app
 from rocketcluster.controller.core import ControllerCore
 from rocketcluster.controller.raft.disk import DiskStorage
@@ -77,27 +78,33 @@ class ControllerServer:
             ControllerServicer(self.core), server
         )
         address = f"{cfg.bind_host}:{cfg.raft_port}"
-        if server.add_insecure_port(address) == 0:
+        # Mutual TLS: Raft peers, brokers and tools present a certificate from the CA.
+        if add_port(server, address, cfg.tls, mutual=True) == 0:
             raise RuntimeError(f"cannot listen on {address}")
         await server.start()
         self._grpc = server
         peers = {m.id: m.raft_address for m in cfg.members if m.id != cfg.node_id}
-        self._transport = GrpcTransport(peers, self.core.node.report_unreachable)
+        self._transport = GrpcTransport(
+            peers, self.core.node.report_unreachable, ClientTls.of(cfg.tls)
+        )
         self.core.node.start(self._transport)
         self.core.start()
         app = create_controller_app(self.core)
-        self._admin = _AdminServer(
-            uvicorn.Config(
-                app, host=cfg.bind_host, port=cfg.admin_port, log_level="warning", lifespan="off"
-            )
+        admin_config = uvicorn.Config(
+            app, host=cfg.bind_host, port=cfg.admin_port, log_level="warning", lifespan="off"
         )
+        if cfg.tls is not None:  # https only: uvicorn serves the context it is given
+            admin_config.load()
+            admin_config.ssl = server_ssl_context(cfg.tls)
+        self._admin = _AdminServer(admin_config)
         self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
         log.info(
-            "controller %d serving on %s (admin %s:%d)",
+            "controller %d serving on %s (admin %s:%d, %s)",
             cfg.node_id,
             address,
             cfg.bind_host,
             cfg.admin_port,
+            f"mutual TLS, CA {cfg.tls.ca_file}" if cfg.tls else "plaintext",
         )
 
     async def stop(self) -> None:

@@ -9,10 +9,15 @@ from typing import Any, TypeVar
 import click
 
 from rocketcluster.api.client.admin import AdminClient, AdminError
+from rocketcluster.api.tls import ClientTls
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
 ADMIN_ENV = "ROCKETCTL_ADMIN"
 C = TypeVar("C", bound=click.Command)
+
+
+def local_tls(directory: Path) -> ClientTls | None:
+    return LocalRuntime(directory).client_tls()
 
 
 def _address(admin: str | None, directory: Path) -> str:
@@ -30,7 +35,9 @@ def _address(admin: str | None, directory: Path) -> str:
 
 def _client(ctx: click.Context) -> AdminClient:
     obj = ctx.ensure_object(dict)
-    return AdminClient(_address(obj.get("admin"), obj.get("dir", Path(".rocketcluster"))))
+    directory = obj.get("dir", Path(".rocketcluster"))
+    # A local cluster running TLS: https, trusting its CA.
+    return AdminClient(_address(obj.get("admin"), directory), tls=local_tls(directory))
 
 
 def _print(value: Any) -> None:

@@ -11,6 +11,7 @@ from urllib.parse import quote
 import click
 import httpx
 
+from rocketcluster.api.tls import ClientTls, admin_scheme, http_verify
 from rocketcluster.api.topics import MessageType
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
@@ -29,17 +30,29 @@ def admin_addresses(directory: Path, given: str | None) -> list[str]:
     return found
 
 
-def call(addresses: list[str], method: str, path: str, **kwargs: Any) -> Any:
+def local_tls(directory: Path) -> ClientTls | None:
+    """The CA (and rocketctl's certificate) of the local cluster in ``directory``, when
+    it runs TLS: its admin APIs then answer https only."""
+    return LocalRuntime(directory).client_tls()
+
+
+def admins(directory: Path, given: str | None) -> tuple[list[str], ClientTls | None]:
+    """The controllers' admin addresses and the TLS to reach them with."""
+    return admin_addresses(directory, given), local_tls(directory)
+
+
+def call(addresses: list[str], tls: ClientTls | None, method: str, path: str, **kwargs: Any) -> Any:
     """Ask members in turn; follow a 421 (not the leader) to the leader's admin API."""
     errors = []
     queue = list(addresses)
-    with httpx.Client(timeout=10.0) as http:
+    scheme = admin_scheme(tls)
+    with httpx.Client(timeout=10.0, verify=http_verify(tls)) as http:
         for _ in range(len(addresses) + 3):
             if not queue:
                 break
             address = queue.pop(0)
             try:
-                answer = http.request(method, f"http://{address}{path}", **kwargs)
+                answer = http.request(method, f"{scheme}://{address}{path}", **kwargs)
             except httpx.HTTPError as exc:
                 errors.append(f"{address}: {exc}")
                 continue
@@ -88,7 +101,7 @@ def status(directory: Path, controllers: str | None) -> None:
     views = []
     for address in admin_addresses(directory, controllers):
         try:
-            view = call([address], "GET", "/v1/cluster")
+            view = call([address], local_tls(directory), "GET", "/v1/cluster")
             views.append({"admin": address, "raft": view["raft"], "leader": view["leader"]})
         except click.ClickException as exc:
             views.append({"admin": address, "error": exc.message})
@@ -99,9 +112,7 @@ def status(directory: Path, controllers: str | None) -> None:
 @_options
 def groups(directory: Path, controllers: str | None) -> None:
     """Broker groups: master, epochs, SyncStateSet, replicas."""
-    click.echo(
-        json.dumps(call(admin_addresses(directory, controllers), "GET", "/v1/groups"), indent=2)
-    )
+    click.echo(json.dumps(call(*admins(directory, controllers), "GET", "/v1/groups"), indent=2))
 
 
 @controller.command("events")
@@ -115,7 +126,7 @@ def events(directory: Path, controllers: str | None, since: float, group: str | 
         params["group"] = group
     click.echo(
         json.dumps(
-            call(admin_addresses(directory, controllers), "GET", "/v1/events", params=params),
+            call(*admins(directory, controllers), "GET", "/v1/events", params=params),
             indent=2,
         )
     )
@@ -131,7 +142,7 @@ def elect(directory: Path, controllers: str | None, group: str, broker_id: int |
     click.echo(
         json.dumps(
             call(
-                admin_addresses(directory, controllers),
+                *admins(directory, controllers),
                 "POST",
                 f"/v1/groups/{group}/elect",
                 json=body,
@@ -169,13 +180,13 @@ def catalogue_lines(c: dict[str, Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="print the catalogue as JSON")
 def catalogue(directory: Path, controllers: str | None, as_json: bool) -> None:
     """Topics, consumer groups and broker groups (endpoint, writable) the controllers keep."""
-    found = call(admin_addresses(directory, controllers), "GET", "/v1/catalogue")
+    found = call(*admins(directory, controllers), "GET", "/v1/catalogue")
     click.echo(json.dumps(found, indent=2) if as_json else "\n".join(catalogue_lines(found)))
 
 
 def _write(directory: Path, controllers: str | None, method: str, path: str, body: Any) -> None:
     """One write on the leader, its outcome in one line."""
-    answer = call(admin_addresses(directory, controllers), method, path, json=body)
+    answer = call(*admins(directory, controllers), method, path, json=body)
     version = answer.get("version")
     click.echo(answer["message"] + ("" if version is None else f" (catalogue version {version})"))
 

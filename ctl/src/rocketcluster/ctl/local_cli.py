@@ -49,6 +49,13 @@ def up(manifest: Path, directory: Path, timeout: float) -> None:
             f"  {proc['name']:<24} pid {proc['pid']:<8} {proc['role']:<10} {proc['addresses']}"
         )
     click.echo(f"state: {Path(directory) / 'cluster.json'}")
+    if state.get("tls"):
+        ca = state["tls"]["caFile"]
+        click.echo(
+            f"TLS on every port; the CA is {ca}. Official clients: tls_enable=True with "
+            f"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={ca} in their environment; "
+            f"curl --cacert {ca} https://<admin>/readyz"
+        )
 
 
 @local.command("down")

@@ -4,6 +4,7 @@ whose controllers this machine reaches), in local Spark."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ import click
 
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.cluster import ALL_HEALTH_JOBS
-from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.api.tls import admin_scheme
+from rocketcluster.ctl.local.runtime import LocalRuntime, client_tls
 
 
 def local_cluster(directory: Path) -> tuple[str, list[str], dict[str, list[str]]]:
@@ -24,12 +26,22 @@ def local_cluster(directory: Path) -> tuple[str, list[str], dict[str, list[str]]
             f"no local cluster runs in {directory}: start one with `rocketctl local up "
             f"-f examples/cluster.yaml --dir {directory}`, or give --controller URL"
         )
-    controllers = [p["addresses"]["admin"] for p in state["processes"] if p["role"] == "controller"]
+    tls = client_tls(state)
+    if tls is not None:
+        # https with the cluster's CA: the jobs' HTTP client (httpx, in this process and
+        # the Spark workers it starts) trusts SSL_CERT_FILE.
+        os.environ["SSL_CERT_FILE"] = str(tls.ca_file)
+    scheme = admin_scheme(tls)
+    controllers = [
+        f"{scheme}://{p['addresses']['admin']}"
+        for p in state["processes"]
+        if p["role"] == "controller"
+    ]
     brokers: dict[str, list[str]] = {}
     for p in state["processes"]:
         if p["role"] == "broker":
             group = BrokerProcessConfig.load(Path(p["configPath"])).group
-            brokers.setdefault(group, []).append(p["addresses"]["admin"])
+            brokers.setdefault(group, []).append(f"{scheme}://{p['addresses']['admin']}")
     return str(state.get("name", "")), controllers, brokers
 
 

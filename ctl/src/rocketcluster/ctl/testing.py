@@ -85,7 +85,7 @@ class LocalBroker:
         return str(self.process["addresses"]["admin"])
 
     def admin(self) -> AdminClient:
-        return AdminClient(self.admin_address)
+        return AdminClient(self.admin_address, tls=self.runtime.client_tls())  # https under TLS
 
     def kill(self) -> None:
         self.runtime.kill(self.name)

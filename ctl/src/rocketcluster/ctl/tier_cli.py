@@ -21,9 +21,10 @@ from typing import Any, Final
 import click
 
 from rocketcluster.api.client.admin import AdminClient, AdminError
+from rocketcluster.api.tls import ClientTls
 from rocketcluster.api.units import binary_size
 from rocketcluster.ctl.admin_cli import ADMIN_ENV
-from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.local.runtime import LocalRuntime, client_tls
 
 # A status call is cheap; a broker that takes longer than this is reported as not
 # answering rather than holding up the lines of the others.
@@ -40,6 +41,8 @@ class Target:
 
     label: str
     admin: str
+    # The local cluster's CA and rocketctl's certificate when it runs TLS.
+    tls: ClientTls | None = None
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ def targets(directory: Path, given: tuple[str, ...]) -> list[Target]:
             f"${ADMIN_ENV}), or start one with `rocketctl local up --dir {directory}`"
         )
     found = [
-        Target(str(p["name"]), str(p["addresses"]["admin"]))
+        Target(str(p["name"]), str(p["addresses"]["admin"]), client_tls(state))
         for p in state["processes"]
         if p["role"] == "broker"
     ]
@@ -85,7 +88,7 @@ def targets(directory: Path, given: tuple[str, ...]) -> list[Target]:
 
 def ask(target: Target, timeout: float = TIMEOUT_S) -> TierAnswer:
     try:
-        with AdminClient(target.admin, timeout=timeout) as client:
+        with AdminClient(target.admin, timeout=timeout, tls=target.tls) as client:
             return TierAnswer(target, document=client.tier_status())
     except AdminError as exc:
         return TierAnswer(target, error=str(exc))
@@ -292,7 +295,7 @@ def flush(directory: Path, admins: tuple[str, ...]) -> None:
     failed = False
     for target in targets(directory, admins):
         try:
-            with AdminClient(target.admin, timeout=FLUSH_TIMEOUT_S) as client:
+            with AdminClient(target.admin, timeout=FLUSH_TIMEOUT_S, tls=target.tls) as client:
                 done = client.tier_flush()
         except AdminError as exc:
             failed = True

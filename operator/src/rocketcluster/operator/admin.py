@@ -36,8 +36,8 @@ def _name(name: str) -> str:
     return quote(name, safe="")
 
 
-def _url(ip: str, path: str) -> str:
-    return f"http://{ip}:{ADMIN_PORT}{path}"
+def _url(ip: str, path: str, https: bool = False) -> str:
+    return f"{'https' if https else 'http'}://{ip}:{ADMIN_PORT}{path}"
 
 
 async def _call(
@@ -47,9 +47,19 @@ async def _call(
     path: str,
     body: Any = None,
     timeout: float = TIMEOUT_S,  # noqa: ASYNC109 (httpx's own timeout, per request)
+    server_name: str | None = None,
 ) -> Any:
+    """``server_name``: https, the certificate checked for that name (sent as SNI)
+    rather than for the pod IP dialled (trust.py)."""
+    extensions = {"sni_hostname": server_name} if server_name else None
     try:
-        answer = await http.request(method, _url(ip, path), json=body, timeout=timeout)
+        answer = await http.request(
+            method,
+            _url(ip, path, https=server_name is not None),
+            json=body,
+            timeout=timeout,
+            extensions=extensions,
+        )
     except httpx.HTTPError as exc:
         raise AdminError(f"{method} {path} on {ip}: {exc!r}") from exc
     if answer.status_code >= 400:
@@ -71,13 +81,17 @@ class ControllerAdmin:
 
     http: httpx.AsyncClient
     members: dict[int, str]
+    server_name: str | None = None  # https, checked for this name (trust.py)
 
     async def cluster_views(self) -> dict[int, dict[str, Any]]:
         """``/v1/cluster`` of every member that answers."""
 
         async def one(member: int, ip: str) -> tuple[int, dict[str, Any] | None]:
             try:
-                return member, await _call(self.http, "GET", ip, "/v1/cluster")
+                view = await _call(
+                    self.http, "GET", ip, "/v1/cluster", server_name=self.server_name
+                )
+                return member, view
             except AdminError:
                 return member, None
 
@@ -104,7 +118,9 @@ class ControllerAdmin:
         for attempt in range(2):
             ip = await self.leader_ip()
             try:
-                return await _call(self.http, method, ip, path, body, timeout)
+                return await _call(
+                    self.http, method, ip, path, body, timeout, server_name=self.server_name
+                )
             except AdminError as exc:
                 if exc.status != 421 or attempt:
                     raise
@@ -166,9 +182,10 @@ class BrokerAdmin:
 
     http: httpx.AsyncClient
     ip: str
+    server_name: str | None = None  # https, checked for this name (trust.py)
 
     async def get(self, path: str) -> Any:
-        return await _call(self.http, "GET", self.ip, path)
+        return await _call(self.http, "GET", self.ip, path, server_name=self.server_name)
 
     async def broker(self) -> dict[str, Any] | None:
         try:

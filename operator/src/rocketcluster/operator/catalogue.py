@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from rocketcluster.api import kube
 from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic
+from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.status import (
     CatalogueStatus,
     Condition,
@@ -24,6 +25,7 @@ from rocketcluster.operator.admin import AdminError, BrokerAdmin, ControllerAdmi
 from rocketcluster.operator.kube.apply import Applier
 from rocketcluster.operator.kube.client import KubeClient
 from rocketcluster.operator.observe import pod_state
+from rocketcluster.operator.trust import AdminHttp, AdminTrust
 
 
 class CatalogueRefused(ValueError):
@@ -70,14 +72,31 @@ def _json(model: BaseModel) -> dict[str, Any]:
 
 
 class CatalogueReconciler:
-    def __init__(self, client: KubeClient, applier: Applier, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        applier: Applier,
+        http: httpx.AsyncClient,
+        trust: AdminTrust | None = None,
+    ) -> None:
         self._client = client
         self._applier = applier
-        self._http = http
+        self._trust = trust
+        # The named cluster's admin client (https with its CA under TLS): set by _admin.
+        self._admin_http = AdminHttp(http)
 
     async def _admin(self, namespace: str, cluster: str) -> ControllerAdmin:
-        if await self._client.get(kube.API_VERSION, "RocketCluster", namespace, cluster) is None:
+        found = await self._client.get(kube.API_VERSION, "RocketCluster", namespace, cluster)
+        if found is None:
             raise CatalogueWaiting(f"RocketCluster {namespace}/{cluster} does not exist")
+        if self._trust is not None:
+            try:
+                spec = RocketCluster.model_validate(
+                    {"metadata": found.get("metadata") or {}, "spec": found.get("spec") or {}}
+                )
+            except ValidationError as exc:
+                raise CatalogueWaiting(f"RocketCluster {namespace}/{cluster} is invalid") from exc
+            self._admin_http = await self._trust.for_cluster(spec)
         pods = await self._client.list(
             "v1",
             "Pod",
@@ -92,7 +111,7 @@ class CatalogueReconciler:
                 members[int(name.rsplit("-", 1)[-1]) + 1] = ip
         if not members:
             raise CatalogueWaiting(f"the controllers of {cluster} are not running yet")
-        return ControllerAdmin(self._http, members)
+        return ControllerAdmin(self._admin_http.client, members, self._admin_http.server_name)
 
     async def put(self, body: dict[str, Any]) -> None:
         try:
@@ -135,7 +154,8 @@ class CatalogueReconciler:
         ready = [p for p in pods if (s := pod_state(p, now)).ready and s.ip and not s.deleting]
 
         async def applied(pod: dict[str, Any]) -> int:
-            info = await BrokerAdmin(self._http, pod["status"]["podIP"]).broker()
+            http = self._admin_http
+            info = await BrokerAdmin(http.client, pod["status"]["podIP"], http.server_name).broker()
             return int((info or {}).get("catalogueVersion", -1))
 
         versions = await asyncio.gather(*(applied(p) for p in ready))

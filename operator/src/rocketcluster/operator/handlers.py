@@ -24,6 +24,7 @@ from rocketcluster.operator.kube.apply import Applier, ApplyMode, applier
 from rocketcluster.operator.kube.client import KubeApiError, KubeClient, KubeUnavailable
 from rocketcluster.operator.kube.connection import KubeConfigError, discover
 from rocketcluster.operator.reconcile import ClusterMemory, ClusterReconciler
+from rocketcluster.operator.trust import AdminTrust
 
 TICK_S = float(os.environ.get("ROCKETCLUSTER_TICK_SECONDS", "2"))
 log = logging.getLogger("rocketcluster.operator")
@@ -36,6 +37,8 @@ class Services:
     client: KubeClient
     applier: Applier
     http: httpx.AsyncClient
+    # https clients per cluster CA (spec.security.tls), built on ``http``'s behalf.
+    trust: AdminTrust | None = None
 
 
 @kopf.on.startup()
@@ -54,7 +57,10 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     except KubeConfigError as exc:
         raise kopf.PermanentError(str(exc)) from exc
     client = KubeClient(connection)
-    memo.services = Services(client, applier(client, ApplyMode.from_env()), httpx.AsyncClient())
+    http = httpx.AsyncClient()
+    memo.services = Services(
+        client, applier(client, ApplyMode.from_env()), http, AdminTrust(client, http)
+    )
 
 
 @kopf.on.cleanup()
@@ -62,6 +68,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     services: Services | None = getattr(memo, "services", None)
     if services is not None:
         await services.http.aclose()
+        if services.trust is not None:
+            await services.trust.close()
         await services.client.close()
 
 
@@ -79,7 +87,9 @@ async def reconcile_cluster(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     def event(kind: str, reason: str, message: str) -> None:
         kopf.event(body, type=kind, reason=reason, message=message[:1000])
 
-    reconciler = ClusterReconciler(services.client, services.applier, services.http, event)
+    reconciler = ClusterReconciler(
+        services.client, services.applier, services.http, event, services.trust
+    )
     try:
         await reconciler.reconcile(dict(body), memory)
     except (KubeUnavailable, KubeApiError, AdminError) as exc:
@@ -90,7 +100,7 @@ async def reconcile_cluster(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 
 def _catalogue(memo: kopf.Memo) -> CatalogueReconciler:
     services: Services = memo.services
-    return CatalogueReconciler(services.client, services.applier, services.http)
+    return CatalogueReconciler(services.client, services.applier, services.http, services.trust)
 
 
 @kopf.on.resume(kube.GROUP, kube.VERSION, "rockettopics")

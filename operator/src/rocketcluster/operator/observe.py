@@ -23,6 +23,7 @@ from rocketcluster.operator.orchestrate.model import (
     PodState,
 )
 from rocketcluster.operator.orchestrate.scale import Consumption, GroupContents, QueueRange
+from rocketcluster.operator.trust import AdminHttp, AdminTrust
 
 
 def _since(timestamp: str | None, now: datetime) -> float:
@@ -74,9 +75,14 @@ class Observed:
 
 
 class Observer:
-    def __init__(self, client: KubeClient, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self, client: KubeClient, http: httpx.AsyncClient, trust: AdminTrust | None = None
+    ) -> None:
         self._client = client
-        self._http = http
+        self._trust = trust
+        # The admin APIs' client for the cluster observed last (https with its CA when
+        # it runs TLS: set by observe()).
+        self._admin_http = AdminHttp(http)
 
     async def observe(
         self,
@@ -86,6 +92,8 @@ class Observer:
         """``desired``: the rendered workloads by name (their pod hashes)."""
         ns = cluster.metadata.namespace
         selector = {kube.LABEL_CLUSTER: cluster.name}
+        if self._trust is not None:
+            self._admin_http = await self._trust.for_cluster(cluster)
         pods, statefulsets, deployments = await asyncio.gather(
             self._client.list("v1", "Pod", ns, selector),
             self._client.list("apps/v1", "StatefulSet", ns, selector),
@@ -145,7 +153,9 @@ class Observer:
                     pod=state,
                 )
             )
-        return ControllerObservation(tuple(members)), ControllerAdmin(self._http, addresses)
+        return ControllerObservation(tuple(members)), ControllerAdmin(
+            self._admin_http.client, addresses, self._admin_http.server_name
+        )
 
     async def _raft(
         self, controllers: ControllerObservation | None, admin: ControllerAdmin
@@ -219,15 +229,18 @@ class Observer:
             )
         return out
 
+    def _broker_admin(self, ip: str) -> BrokerAdmin:
+        return BrokerAdmin(self._admin_http.client, ip, self._admin_http.server_name)
+
     async def _broker_info(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         ip = (pod.get("status") or {}).get("podIP")
         if not ip or pod["metadata"].get("deletionTimestamp"):
             return None
-        return await BrokerAdmin(self._http, ip).broker()
+        return await self._broker_admin(ip).broker()
 
     async def contents(self, master_ip: str) -> GroupContents:
         """What a group's master holds (for the drain check)."""
-        broker = BrokerAdmin(self._http, master_ip)
+        broker = self._broker_admin(master_ip)
         topics = await broker.get("/v1/topics")
         queues: list[QueueRange] = []
         for topic in topics:

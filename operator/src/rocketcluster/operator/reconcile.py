@@ -38,6 +38,8 @@ from rocketcluster.operator.orchestrate.scale import (
 from rocketcluster.operator.orchestrate.steps import Step, StepKind, blocked, done, wait
 from rocketcluster.operator.render import render_cluster
 from rocketcluster.operator.render.brokers import client_endpoint
+from rocketcluster.operator.render.tls import TlsSpecError
+from rocketcluster.operator.trust import AdminTrust
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +74,11 @@ class ClusterReconciler:
         applier: Applier,
         http: httpx.AsyncClient,
         events: EventSink | None = None,
+        trust: AdminTrust | None = None,
     ) -> None:
         self._client = client
         self._applier = applier
-        self._observer = Observer(client, http)
+        self._observer = Observer(client, http, trust)
         self._events = events or (lambda kind, reason, message: None)
 
     async def reconcile(self, body: dict[str, Any], memory: ClusterMemory) -> RocketClusterStatus:
@@ -95,7 +98,12 @@ class ClusterReconciler:
             await self._write_status(body, status, memory)
             return status
         # 1. render
-        rendered = render_cluster(cluster)
+        try:
+            rendered = render_cluster(cluster)
+        except TlsSpecError as exc:  # e.g. TLS on without the Secret: say what to set
+            status = assess(Assessment(generation, "", (), None, {}, invalid=str(exc)))
+            await self._write_status(body, status, memory)
+            return status
         workloads = {
             o["metadata"]["name"]: o for o in rendered if o["kind"] in ("StatefulSet", "Deployment")
         }

@@ -40,9 +40,13 @@ def _host(endpoint: str) -> str:
 
 
 def group_replicas(
-    view: Mapping[str, Any], broker_admin: Mapping[str, Sequence[str]] | None = None
+    view: Mapping[str, Any],
+    broker_admin: Mapping[str, Sequence[str]] | None = None,
+    scheme: str = "http",
 ) -> GroupReplicas:
-    """A controller's group view (``GET /v1/groups``) as admin addresses, master first."""
+    """A controller's group view (``GET /v1/groups``) as admin addresses, master first;
+    ``https`` ones when the controllers were reached over https (a cluster with
+    spec.security.tls serves https on every admin port)."""
     name = str(view["group"])
     if broker_admin and name in broker_admin:
         return GroupReplicas(name, tuple(broker_admin[name]))
@@ -52,7 +56,8 @@ def group_replicas(
     admin = []
     for broker_id in order:
         client, _ = split_registered(replicas[broker_id])
-        admin.append(f"{_host(client)}:{ADMIN_PORT}")
+        address = f"{_host(client)}:{ADMIN_PORT}"
+        admin.append(address if scheme == "http" else f"{scheme}://{address}")
     return GroupReplicas(name, tuple(admin))
 
 
@@ -86,7 +91,9 @@ class ControllerApi:
     def groups(
         self, broker_admin: Mapping[str, Sequence[str]] | None = None
     ) -> list[GroupReplicas]:
-        return [group_replicas(v, broker_admin) for v in self.get("/v1/groups")]
+        tls = any(a.startswith("https://") for a in self.addresses)
+        scheme = "https" if tls else "http"
+        return [group_replicas(v, broker_admin, scheme) for v in self.get("/v1/groups")]
 
     def events(self, since_ms: int, group: str | None = None) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"since": since_ms / 1000}

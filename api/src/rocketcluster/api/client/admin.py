@@ -11,6 +11,7 @@ import httpx
 from pydantic import ValidationError
 
 from rocketcluster.api.stats import STATS_FORMAT_VERSION, StatsFormatError, StatsSnapshot
+from rocketcluster.api.tls import ClientTls, http_verify
 
 
 class AdminError(RuntimeError):
@@ -99,9 +100,12 @@ def _snapshot(raw: dict[str, Any]) -> StatsSnapshot:
 
 
 class AdminClient:
-    def __init__(self, address: str, timeout: float = 10.0) -> None:
-        self.base = address if address.startswith("http") else f"http://{address}"
-        self._http = httpx.Client(base_url=self.base, timeout=timeout)
+    def __init__(
+        self, address: str, timeout: float = 10.0, *, tls: ClientTls | None = None
+    ) -> None:
+        scheme = "https" if tls is not None else "http"
+        self.base = address if address.startswith("http") else f"{scheme}://{address}"
+        self._http = httpx.Client(base_url=self.base, timeout=timeout, verify=http_verify(tls))
 
     def close(self) -> None:
         self._http.close()

@@ -18,6 +18,7 @@ import grpc
 from rocketcluster.api.catalogue import Catalogue
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.api.generated.controller_pb2_grpc import ControllerServiceStub
+from rocketcluster.api.tls import ChannelPool, ClientTls
 
 NOT_LEADER = "CONTROLLER_NOT_LEADER"
 SUCCESS = "SUCCESS"
@@ -56,27 +57,30 @@ class ControllerUnavailable(RuntimeError):
 
 
 class ControllerClient:
-    def __init__(self, addresses: list[str], *, timeout: float = 3.0, attempts: int = 10) -> None:
+    def __init__(
+        self,
+        addresses: list[str],
+        *,
+        timeout: float = 3.0,
+        attempts: int = 10,
+        tls: ClientTls | None = None,
+    ) -> None:
         if not addresses:
             raise ValueError("at least one controller address is needed")
         self.addresses = list(addresses)
         self.timeout = timeout
         self.attempts = attempts
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        # Channels that follow a renewal of our certificate (mutual TLS port).
+        self._channels = ChannelPool(tls, CHANNEL_OPTIONS)
         self._leader = self.addresses[0]
+        # The controllers' port is mutual TLS when on: present our certificate.
+        self.tls = tls
 
     def stub(self, address: str) -> ControllerServiceStub:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = grpc.aio.insecure_channel(
-                address, options=CHANNEL_OPTIONS
-            )
-        return ControllerServiceStub(channel)
+        return ControllerServiceStub(self._channels.channel(address))
 
     async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
+        await self._channels.close()
 
     async def _leader_call(
         self, call: Callable[[ControllerServiceStub], Awaitable[cpb.ControllerReply]]
@@ -88,7 +92,8 @@ class ControllerClient:
             try:
                 answer = ControllerAnswer.of(await call(self.stub(address)))
             except grpc.aio.AioRpcError as exc:
-                last = f"{address}: {exc.code().name}"
+                # The details say why (e.g. a TLS handshake the controller refused).
+                last = f"{address}: {exc.code().name} {exc.details() or ''}".rstrip()
                 address = self._next(address)
                 await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
                 continue
@@ -101,7 +106,14 @@ class ControllerClient:
             else:
                 address = self._next(address)
                 await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
-        raise ControllerUnavailable(f"no controller leader answered ({last})")
+        hint = ""
+        if self.tls is not None and "UNAVAILABLE" in last:
+            # A refused handshake looks like a closed socket from this side.
+            hint = (
+                "; with TLS on, check that this process's certificate comes from the "
+                f"cluster's CA ({self.tls.ca_file}) and names the address it is dialled at"
+            )
+        raise ControllerUnavailable(f"no controller leader answered ({last}){hint}")
 
     def _next(self, address: str) -> str:
         if address not in self.addresses:

@@ -12,10 +12,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import grpc
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
+
+from rocketcluster.api.tls import ClientTls, grpc_channel
 
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", -1),
@@ -50,12 +51,17 @@ def new_message_id() -> str:
 
 class LeanClient:
     def __init__(
-        self, endpoint: str, *, client_id: str | None = None, timeout: float = 10.0
+        self,
+        endpoint: str,
+        *,
+        client_id: str | None = None,
+        timeout: float = 10.0,
+        tls: ClientTls | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.client_id = client_id or f"lean-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.timeout = timeout
-        self._channel = grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
+        self._channel = grpc_channel(endpoint, tls, CHANNEL_OPTIONS)
         self._stub = MessagingServiceStub(self._channel)
         self._metadata = (("x-mq-client-id", self.client_id), ("x-mq-language", "PYTHON"))
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import grpc
 from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
+
+from rocketcluster.api.tls import ChannelPool, ClientTls
 
 CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -30,16 +31,12 @@ FORWARDED_HEADERS = {
 
 
 class Forwarder:
-    def __init__(self) -> None:
-        self._channels: dict[str, grpc.aio.Channel] = {}
+    def __init__(self, tls: ClientTls | None = None) -> None:
+        # The master's client port speaks TLS when on; channels follow cert renewals.
+        self._channels = ChannelPool(tls, CHANNEL_OPTIONS)
 
     def _stub(self, endpoint: str) -> MessagingServiceStub:
-        channel = self._channels.get(endpoint)
-        if channel is None:
-            channel = self._channels[endpoint] = grpc.aio.insecure_channel(
-                endpoint, options=CHANNEL_OPTIONS
-            )
-        return MessagingServiceStub(channel)
+        return MessagingServiceStub(self._channels.channel(endpoint))
 
     @staticmethod
     def _metadata(context: Any) -> tuple[tuple[str, str], ...]:
@@ -65,6 +62,4 @@ class Forwarder:
             yield response
 
     async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
+        await self._channels.close()

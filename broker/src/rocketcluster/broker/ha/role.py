@@ -31,6 +31,7 @@ from rocketcluster.api.broker_config import (
 )
 from rocketcluster.api.client.controller import ControllerClient, ControllerUnavailable
 from rocketcluster.api.generated import controller_pb2 as cpb
+from rocketcluster.api.tls import ClientTls
 from rocketcluster.broker.ha.epoch import EpochFileCache
 from rocketcluster.broker.ha.handover import HandoverService
 from rocketcluster.broker.ha.master import GroupView, HAMaster
@@ -63,7 +64,8 @@ class RoleManager:
     ) -> None:
         self.config = config
         self.store = store
-        self.client = ControllerClient(config.controllers, timeout=2.0, attempts=20)
+        self.tls = ClientTls.of(config.tls)
+        self.client = ControllerClient(config.controllers, timeout=2.0, attempts=20, tls=self.tls)
         self.epochs = EpochFileCache(config.data_dir / "store" / "epochs.json")
         self.role = Role.STARTING
         self.broker_id = 0
@@ -293,6 +295,7 @@ class RoleManager:
                 self.broker_id,
                 ha,
                 self._on_metadata,
+                self.tls,
             )
             self._slave.start()
         if self.role != Role.SLAVE:

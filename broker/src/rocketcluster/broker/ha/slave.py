@@ -19,6 +19,7 @@ import grpc
 
 from rocketcluster.api.generated import ha_pb2 as hpb
 from rocketcluster.api.generated.ha_pb2_grpc import HAServiceStub
+from rocketcluster.api.tls import ClientTls, grpc_channel
 from rocketcluster.broker.ha.epoch import EpochFileCache
 from rocketcluster.broker.store import MessageStore
 from rocketcluster.broker.store.replica import append_replicated, reset_to, truncate_to
@@ -48,8 +49,10 @@ class HASlave:
         broker_id: int,
         master_address: str,
         on_metadata: Callable[[dict[str, Any]], None],
+        tls: ClientTls | None = None,
     ) -> None:
         self.store = store
+        self.tls = tls  # the master's HA port is mutual TLS when on
         self.epochs = epochs
         self.group = group
         self.broker_id = broker_id
@@ -95,9 +98,7 @@ class HASlave:
                 await asyncio.sleep(RETRY_S)
 
     async def _replicate(self) -> None:
-        async with grpc.aio.insecure_channel(
-            self.master_address, options=CHANNEL_OPTIONS
-        ) as channel:
+        async with grpc_channel(self.master_address, self.tls, CHANNEL_OPTIONS) as channel:
             outbox = _Outbox()
             clog = self.store.commitlog
             outbox.queue.put_nowait(

@@ -18,6 +18,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.names import dlq_topic
+from rocketcluster.api.tls import ClientTls
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.broker.ha.forward import Forwarder
 from rocketcluster.broker.messaging import properties as prop
@@ -93,7 +94,7 @@ class MessagingRuntime:
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.role: RoleManager | None = None
-        self.forwarder = Forwarder()
+        self.forwarder = Forwarder(ClientTls.of(config.tls))
         self._register_gauges()
         self.tier = self._tiered_storage()
         self.stats = StatsPublisherService(

@@ -17,6 +17,7 @@ import grpc
 
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.api.generated.controller_pb2_grpc import ControllerServiceStub
+from rocketcluster.api.tls import ChannelPool, ClientTls
 from rocketcluster.controller.raft.types import (
     Entry,
     Message,
@@ -87,12 +88,20 @@ def decode(m: cpb.RaftMessage) -> Message:
 
 
 class PeerSender:
-    def __init__(self, peer: int, address: str, on_unreachable: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        peer: int,
+        address: str,
+        on_unreachable: Callable[[int], None],
+        tls: ClientTls | None = None,
+    ) -> None:
         self.peer = peer
         self.address = address
         self._on_unreachable = on_unreachable
         self._queue: asyncio.Queue[Message] = asyncio.Queue()
-        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        # One channel, replaced when our certificate is renewed (mutual TLS).
+        self._channels = ChannelPool(tls, CHANNEL_OPTIONS)
+        self._channel = self._channels.channel(address)
         self._stub = ControllerServiceStub(self._channel)
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-send-{peer}")
         self.failures = 0
@@ -106,6 +115,9 @@ class PeerSender:
             batch = [await self._queue.get()]
             while not self._queue.empty() and len(batch) < MAX_BATCH:
                 batch.append(self._queue.get_nowait())
+            channel = self._channels.channel(self.address)
+            if channel is not self._channel:
+                self._channel, self._stub = channel, ControllerServiceStub(channel)
             try:
                 await self._stub.Raft(
                     cpb.RaftBatch(messages=[encode(m) for m in batch]), timeout=SEND_TIMEOUT_S
@@ -128,12 +140,19 @@ class PeerSender:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
-        await self._channel.close()
+        await self._channels.close()
 
 
 class GrpcTransport:
-    def __init__(self, peers: dict[int, str], on_unreachable: Callable[[int], None]) -> None:
-        self._senders = {pid: PeerSender(pid, addr, on_unreachable) for pid, addr in peers.items()}
+    def __init__(
+        self,
+        peers: dict[int, str],
+        on_unreachable: Callable[[int], None],
+        tls: ClientTls | None = None,
+    ) -> None:
+        self._senders = {
+            pid: PeerSender(pid, addr, on_unreachable, tls) for pid, addr in peers.items()
+        }
 
     def send(self, messages: Sequence[Message]) -> None:
         for m in messages:

@@ -36,6 +36,9 @@ class ProxyConfig:
     controllers: list[str]
     groups: dict[str, str]
     admin: str
+    # TlsFiles (JSON) when the cluster runs TLS: the proxy's admin serves https and it
+    # reads the controllers' admin over https; client traffic passes through as bytes.
+    tls: dict[str, str] | None = None
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.__dict__, indent=2))

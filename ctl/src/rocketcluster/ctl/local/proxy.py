@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from rocketcluster.api.broker_config import split_registered
+from rocketcluster.api.tls import ClientTls, TlsFiles, admin_scheme, http_verify, server_ssl_context
 
 log = logging.getLogger("rocketcluster.proxy")
 
@@ -125,18 +126,20 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def _masters(http: httpx.AsyncClient, admins: list[str]) -> dict[str, str | None] | None:
+async def _masters(
+    http: httpx.AsyncClient, admins: list[str], scheme: str = "http"
+) -> dict[str, str | None] | None:
     """Each group's master client endpoint, as the controller leader sees it."""
     for admin in admins:
         try:
-            cluster = (await http.get(f"http://{admin}/v1/cluster")).json()
+            cluster = (await http.get(f"{scheme}://{admin}/v1/cluster")).json()
             leader = next(
                 (m["adminAddress"] for m in cluster["members"] if m["id"] == cluster["leader"]),
                 None,
             )
             if leader is None:
                 continue
-            groups = (await http.get(f"http://{leader}/v1/groups")).json()
+            groups = (await http.get(f"{scheme}://{leader}/v1/groups")).json()
         except (httpx.HTTPError, ValueError, KeyError):
             continue
         out: dict[str, str | None] = {}
@@ -148,8 +151,11 @@ async def _masters(http: httpx.AsyncClient, admins: list[str]) -> dict[str, str 
     return None
 
 
-async def _admin(proxies: dict[str, GroupProxy], listen: str) -> asyncio.Server:
-    """A minimal HTTP endpoint: /readyz (every group has a master) and /v1/groups."""
+async def _admin(
+    proxies: dict[str, GroupProxy], listen: str, tls: TlsFiles | None = None
+) -> asyncio.Server:
+    """A minimal HTTP endpoint: /readyz (every group has a master) and /v1/groups;
+    https when the cluster runs TLS."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -176,21 +182,24 @@ async def _admin(proxies: dict[str, GroupProxy], listen: str) -> asyncio.Server:
             writer.close()
 
     host, _, port = listen.rpartition(":")
-    return await asyncio.start_server(handle, host, int(port), reuse_address=True)
+    ssl = server_ssl_context(tls) if tls is not None else None
+    return await asyncio.start_server(handle, host, int(port), reuse_address=True, ssl=ssl)
 
 
 async def run(config: dict[str, Any]) -> None:
     proxies = {group: GroupProxy(group, listen) for group, listen in config["groups"].items()}
     servers = [await p.serve() for p in proxies.values()]
-    servers.append(await _admin(proxies, config["admin"]))
+    tls = TlsFiles.model_validate(config["tls"]) if config.get("tls") else None
+    client_tls = ClientTls.of(tls)
+    servers.append(await _admin(proxies, config["admin"], tls))
     print("READY proxy", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with httpx.AsyncClient(timeout=1.0) as http:
+    async with httpx.AsyncClient(timeout=1.0, verify=http_verify(client_tls)) as http:
         while not stop.is_set():
-            masters = await _masters(http, config["controllers"])
+            masters = await _masters(http, config["controllers"], admin_scheme(client_tls))
             if masters is not None:
                 for group, proxy in proxies.items():
                     proxy.set_master(masters.get(group))

@@ -30,8 +30,10 @@ from rocketcluster.api.broker_config import (
 )
 from rocketcluster.api.cluster import RocketCluster, TieredBackend, load_manifest
 from rocketcluster.api.controller_config import ControllerProcessConfig
+from rocketcluster.api.tls import ClientTls, TlsFiles, admin_scheme, http_verify
 from rocketcluster.ctl.local.addresses import allocate
 from rocketcluster.ctl.local.plan import ProcessPlan, ProxyConfig, hosts_needed, plan_cluster
+from rocketcluster.ctl.local.tls import issue_local_tls
 
 STATE_FILE = "cluster.json"
 READY_TIMEOUT_S = 90.0
@@ -72,6 +74,11 @@ class LocalRuntime:
             return None
         data: dict[str, Any] = json.loads(self.state_path.read_text())
         return data
+
+    def client_tls(self) -> ClientTls | None:
+        """What rocketctl presents and trusts to reach the recorded cluster: its CA and
+        client certificate when the cluster runs TLS, else None."""
+        return client_tls(self.state())
 
     def running(self) -> list[dict[str, Any]]:
         state = self.state() or {"processes": []}
@@ -116,6 +123,7 @@ class LocalRuntime:
                 f"{cluster.name} needs {hosts_needed(cluster)} host addresses, got {len(hosts)}"
             )
         plans = plan_cluster(cluster, self.directory, hosts, overrides, controller_overrides)
+        tls = issue_local_tls(self.directory, plans) if cluster.spec.security.tls.enabled else None
         for tier in own_tier_directories(plans, self.directory):
             tier.mkdir(parents=True, exist_ok=True)
         if argv_prefix is not None:
@@ -126,6 +134,8 @@ class LocalRuntime:
             "name": cluster.name,
             "directory": str(self.directory),
             "processes": records,
+            # rocketctl's own certificate and the CA (point clients at tls.caFile).
+            "tls": tls.model_dump(mode="json", by_alias=True) if tls is not None else None,
         }
         try:
             for plan in plans:
@@ -180,7 +190,8 @@ class LocalRuntime:
     ) -> None:
         deadline = time.monotonic() + timeout
         pending = {r["name"]: r for r in records}
-        with httpx.Client(timeout=2.0) as http:
+        scheme, http = admin_http(self.state())
+        with http:
             while pending:
                 for name, record in list(pending.items()):
                     if not _owned(record["pid"], record["configPath"]):
@@ -189,7 +200,7 @@ class LocalRuntime:
                             f"{_log_tail(Path(record['logPath']))}"
                         )
                     try:
-                        answer = http.get(f"http://{record['addresses']['admin']}/readyz")
+                        answer = http.get(f"{scheme}://{record['addresses']['admin']}/readyz")
                         if answer.status_code == 200:
                             del pending[name]
                     except httpx.HTTPError:
@@ -290,19 +301,33 @@ class LocalRuntime:
         if not wait:
             return record
         deadline = time.monotonic() + timeout
-        with httpx.Client(timeout=2.0) as http:
+        scheme, http = admin_http(state)
+        with http:
             while time.monotonic() < deadline:
                 if not _owned(proc.pid, record["configPath"]):
                     raise LocalRuntimeError(
                         f"{name} exited during restart:\n{_log_tail(Path(record['logPath']))}"
                     )
                 try:
-                    if http.get(f"http://{record['addresses']['admin']}/readyz").status_code == 200:
+                    ready = http.get(f"{scheme}://{record['addresses']['admin']}/readyz")
+                    if ready.status_code == 200:
                         return record
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.1)
         raise LocalRuntimeError(f"{name} not ready {timeout:.0f}s after restart")
+
+
+def client_tls(state: dict[str, Any] | None) -> ClientTls | None:
+    """rocketctl's TLS for the cluster recorded in ``state`` (None: plaintext)."""
+    recorded = (state or {}).get("tls")
+    return ClientTls(TlsFiles.model_validate(recorded)) if recorded else None
+
+
+def admin_http(state: dict[str, Any] | None, timeout: float = 2.0) -> tuple[str, httpx.Client]:
+    """The admin scheme of the recorded cluster and an HTTP client that trusts its CA."""
+    tls = client_tls(state)
+    return admin_scheme(tls), httpx.Client(timeout=timeout, verify=http_verify(tls))
 
 
 def own_tier_directories(plans: list[ProcessPlan], directory: Path) -> set[Path]:

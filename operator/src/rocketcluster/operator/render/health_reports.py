@@ -27,7 +27,7 @@ import yaml
 from rocketcluster.api import kube
 from rocketcluster.api.broker_config import ADMIN_PORT
 from rocketcluster.api.cluster import ClaimRetention, HealthReportsSpec, RocketCluster
-from rocketcluster.operator.render import pods
+from rocketcluster.operator.render import pods, tls
 from rocketcluster.operator.render.controllers import member_names
 from rocketcluster.operator.render.meta import K8sObject, component_selector, labels, metadata
 
@@ -93,7 +93,8 @@ def controller_urls(cluster: RocketCluster) -> list[str]:
     """Each controller member's admin endpoint, through its Service: any member
     serves the replicated state the jobs read."""
     ns = cluster.metadata.namespace
-    return [f"http://{kube.service_host(m, ns)}:{ADMIN_PORT}" for m in member_names(cluster)]
+    scheme = "https" if tls.enabled(cluster) else "http"
+    return [f"{scheme}://{kube.service_host(m, ns)}:{ADMIN_PORT}" for m in member_names(cluster)]
 
 
 def entry_point_args(cluster: RocketCluster) -> list[str]:
@@ -207,6 +208,10 @@ def _container(cluster: RocketCluster) -> dict[str, Any]:
     limits = pods.resources(reports.resources)
     if limits:
         out["resources"] = limits
+    if tls.enabled(cluster):
+        # The jobs' HTTP client (httpx) trusts SSL_CERT_FILE: the cluster's CA only.
+        mounts.append({"name": tls.VOLUME, "mountPath": tls.TLS_DIR, "readOnly": True})
+        out["env"].append({"name": "SSL_CERT_FILE", "value": f"{tls.TLS_DIR}/{tls.CA_KEY}"})
     return out
 
 
@@ -217,6 +222,9 @@ def _volumes(cluster: RocketCluster) -> list[dict[str, Any]]:
     ]
     if _spec(cluster).prices is not None:
         volumes.append({"name": "config", "configMap": {"name": config_map_name(cluster)}})
+    if tls.enabled(cluster):  # ca.crt alone: the jobs present no certificate
+        secret = {"secretName": tls.secret_name(cluster), "items": [tls.ca_item()]}
+        volumes.append({"name": tls.VOLUME, "secret": secret})
     return volumes
 
 

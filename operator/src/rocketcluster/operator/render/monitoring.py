@@ -36,6 +36,7 @@ from rocketcluster.operator.monitoring.conventions import (
     JOB_PREFIX,
 )
 from rocketcluster.operator.monitoring.packaged import dashboards
+from rocketcluster.operator.render import tls
 from rocketcluster.operator.render.meta import K8sObject, component_selector, metadata
 
 COMPONENT: Final = "monitoring"
@@ -89,6 +90,7 @@ def pod_monitor(cluster: RocketCluster) -> K8sObject:
                     "path": "/metrics",
                     "interval": SCRAPE_INTERVAL,
                     "honorLabels": True,
+                    **tls.scrape_endpoint(cluster),
                     "relabelings": [
                         {
                             "sourceLabels": [_meta_label(kube.LABEL_COMPONENT)],

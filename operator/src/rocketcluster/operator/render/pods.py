@@ -154,13 +154,16 @@ def placement_fields(placement: PlacementSpec) -> dict[str, Any]:
     return out
 
 
-def scrape_annotations() -> dict[str, str]:
+def scrape_annotations(*, https: bool = False) -> dict[str, str]:
     """The conventional annotations for Prometheus' kubernetes-pods discovery."""
-    return {
+    out = {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(ADMIN_PORT),
         "prometheus.io/path": "/metrics",
     }
+    if https:
+        out["prometheus.io/scheme"] = "https"
+    return out
 
 
 def pod_spec(
