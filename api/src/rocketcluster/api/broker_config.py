@@ -11,6 +11,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from rocketcluster.api.auth import AuthProcessConfig
 from rocketcluster.api.cluster import (
     FlushPolicy,
     ReplicationSpec,
@@ -136,6 +137,9 @@ class BrokerProcessConfig(BaseModel):
     # groups: the group's client Service selects role=master); needs POD_NAME,
     # POD_NAMESPACE and a service account allowed to patch the pod.
     label_pod_role: bool = False
+    # security.auth: where the users file and the admin token file are (never the
+    # secrets themselves); off by default.
+    auth: AuthProcessConfig = Field(default_factory=AuthProcessConfig)
 
     @property
     def client_endpoint(self) -> str:

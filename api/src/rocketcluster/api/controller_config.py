@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from rocketcluster.api.auth import AuthProcessConfig
 from rocketcluster.api.broker_config import ADMIN_PORT, CONTROLLER_PORT
 
 
@@ -40,6 +41,8 @@ class ControllerProcessConfig(BaseModel):
     # None for async replication or allAckInSyncStateSet). Elections then wait for
     # enough alive in-sync replicas that one of them holds every acknowledged write.
     write_quorum: int | None = Field(default=None, ge=1)
+    # security.auth: the admin token file its admin API and /metrics require.
+    auth: AuthProcessConfig = Field(default_factory=AuthProcessConfig)
 
     def member(self, node_id: int) -> ControllerMember:
         for m in self.members:

@@ -99,9 +99,12 @@ def _snapshot(raw: dict[str, Any]) -> StatsSnapshot:
 
 
 class AdminClient:
-    def __init__(self, address: str, timeout: float = 10.0) -> None:
+    def __init__(self, address: str, timeout: float = 10.0, *, token: str | None = None) -> None:
+        """``token``: the admin token, sent as ``Authorization: Bearer`` (needed when
+        the cluster's security.auth is on)."""
         self.base = address if address.startswith("http") else f"http://{address}"
-        self._http = httpx.Client(base_url=self.base, timeout=timeout)
+        headers = {"authorization": f"Bearer {token}"} if token else None
+        self._http = httpx.Client(base_url=self.base, timeout=timeout, headers=headers)
 
     def close(self) -> None:
         self._http.close()
