@@ -14,6 +14,7 @@ import grpc
 import uvicorn
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from rocketcluster.api.admin_guard import guard_admin
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.client.controller import ControllerClient
 from rocketcluster.api.generated import ha_pb2 as hpb
@@ -25,6 +26,7 @@ from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.messaging.service import MessagingServicer
 from rocketcluster.broker.metrics import BrokerMetrics
+from rocketcluster.broker.security import client_interceptors
 from rocketcluster.broker.store import FlushMode, MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
@@ -134,7 +136,7 @@ class BrokerServer:
             self.labeler.set_role(Role.MASTER)  # a standalone broker is its group's master
         self.catalogue.start()  # its first poll follows the registration at once
         self.runtime.start()
-        app = create_admin_app(self.runtime, self._is_ready, self.catalogue)
+        app = guard_admin(create_admin_app(self.runtime, self._is_ready, self.catalogue), cfg.auth)
         self._admin = _AdminServer(
             uvicorn.Config(
                 app, host=cfg.bind_host, port=cfg.admin_port, log_level="warning", lifespan="off"
@@ -142,13 +144,14 @@ class BrokerServer:
         )
         self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
         server = grpc.aio.server(
+            interceptors=client_interceptors(cfg.auth, metrics.observe_rpc),
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", cfg.max_message_bytes * 2 + (1 << 20)),
                 ("grpc.max_send_message_length", -1),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
-            ]
+            ],
         )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(
             MessagingServicer(self.runtime), server
