@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from rocketcluster.api.client.admin import AdminClient, AdminError
+from rocketcluster.ctl.admin_token import admin_token
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
 ADMIN_ENV = "ROCKETCTL_ADMIN"
@@ -30,7 +31,8 @@ def _address(admin: str | None, directory: Path) -> str:
 
 def _client(ctx: click.Context) -> AdminClient:
     obj = ctx.ensure_object(dict)
-    return AdminClient(_address(obj.get("admin"), obj.get("dir", Path(".rocketcluster"))))
+    directory = obj.get("dir", Path(".rocketcluster"))
+    return AdminClient(_address(obj.get("admin"), directory), token=admin_token(directory))
 
 
 def _print(value: Any) -> None:

@@ -460,10 +460,17 @@ def _register() -> None:
     from rocketcluster.ctl.render_cli import render
     from rocketcluster.ctl.report_cli import COMMANDS as REPORT_COMMANDS
     from rocketcluster.ctl.tier_cli import COMMANDS as TIER_COMMANDS
+    from rocketcluster.ctl.user_cli import COMMANDS as USER_COMMANDS
 
     main.add_command(local)
     main.add_command(render)
-    for command in [*COMMANDS, *CONTROLLER_COMMANDS, *REPORT_COMMANDS, *TIER_COMMANDS]:
+    for command in [
+        *COMMANDS,
+        *CONTROLLER_COMMANDS,
+        *REPORT_COMMANDS,
+        *TIER_COMMANDS,
+        *USER_COMMANDS,
+    ]:
         main.add_command(command)
 
 

@@ -36,6 +36,8 @@ class ProxyConfig:
     controllers: list[str]
     groups: dict[str, str]
     admin: str
+    # security.auth: the controllers' admin API wants this token.
+    admin_token_file: str | None = None
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.__dict__, indent=2))

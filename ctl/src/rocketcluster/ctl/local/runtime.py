@@ -31,6 +31,7 @@ from rocketcluster.api.broker_config import (
 from rocketcluster.api.cluster import RocketCluster, TieredBackend, load_manifest
 from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.ctl.local.addresses import allocate
+from rocketcluster.ctl.local.auth import prepare_local_auth
 from rocketcluster.ctl.local.plan import ProcessPlan, ProxyConfig, hosts_needed, plan_cluster
 
 STATE_FILE = "cluster.json"
@@ -115,7 +116,14 @@ class LocalRuntime:
             raise LocalRuntimeError(
                 f"{cluster.name} needs {hosts_needed(cluster)} host addresses, got {len(hosts)}"
             )
+        auth = prepare_local_auth(cluster, self.directory)
+        if auth is not None:  # security.auth: the processes read DIR/auth/ (local/auth.py)
+            overrides = {"auth": auth, **(overrides or {})}
+            controller_overrides = {"auth": auth, **(controller_overrides or {})}
         plans = plan_cluster(cluster, self.directory, hosts, overrides, controller_overrides)
+        for plan in plans:
+            if auth is not None and isinstance(plan.config, ProxyConfig):
+                plan.config.admin_token_file = str(auth.admin_token_file)
         for tier in own_tier_directories(plans, self.directory):
             tier.mkdir(parents=True, exist_ok=True)
         if argv_prefix is not None:
