@@ -51,10 +51,16 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
     ("rocketcluster.io", "rocketclusters"): {"list", "watch", "patch", "get"},
     ("rocketcluster.io", "rockettopics"): {"list", "watch", "patch"},
     ("rocketcluster.io", "rocketconsumergroups"): {"list", "watch", "patch"},
+    # users.py also lists a cluster's RocketUsers (they go into its users Secret).
+    ("rocketcluster.io", "rocketusers"): {"list", "watch", "patch"},
     # apply.py apply_status: reconcile.py (clusters), catalogue.py (topics, groups).
     ("rocketcluster.io", "rocketclusters/status"): {"patch"},
     ("rocketcluster.io", "rockettopics/status"): {"patch"},
     ("rocketcluster.io", "rocketconsumergroups/status"): {"patch"},
+    ("rocketcluster.io", "rocketusers/status"): {"patch"},
+    # users.py (security.auth): reads the admin token and user Secrets, applies them
+    # when missing and the users Secret when it changed.
+    ("", "secrets"): {"get", "create", "patch"},
     # handlers.py kopf.event, and kopf's own handler events (core v1 events).
     ("", "events"): {"create"},
     # observe.py / catalogue.py list; reconcile.py _act deletes (roll); get and patch are
@@ -79,7 +85,7 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
 }
 # Kinds the client knows (PLURALS) that no code calls today: no permission for them.
 # The test below proves that nothing outside kube/client.py names them.
-NOT_CALLED = {"Secret", "ServiceMonitor"}
+NOT_CALLED = {"ServiceMonitor"}
 # kopf's observers, cluster-scoped (observation.py): CRDs always, namespaces only when
 # it watches listed namespaces (it resolves them; cluster-wide it never lists them).
 DISCOVERY_CLUSTER_WIDE: set[Permission] = {

@@ -139,7 +139,11 @@ class BrokerProcessConfig(BaseModel):
     label_pod_role: bool = False
     # security.auth: where the users file and the admin token file are (never the
     # secrets themselves); off by default.
-    auth: AuthProcessConfig = Field(default_factory=AuthProcessConfig)
+    # Left out of the rendered file while off: configs (and pod hashes) of clusters
+    # without auth stay as they were.
+    auth: AuthProcessConfig = Field(
+        default_factory=AuthProcessConfig, exclude_if=lambda a: not a.enabled
+    )
 
     @property
     def client_endpoint(self) -> str:

@@ -42,7 +42,11 @@ class ControllerProcessConfig(BaseModel):
     # enough alive in-sync replicas that one of them holds every acknowledged write.
     write_quorum: int | None = Field(default=None, ge=1)
     # security.auth: the admin token file its admin API and /metrics require.
-    auth: AuthProcessConfig = Field(default_factory=AuthProcessConfig)
+    # Left out of the rendered file while off: configs (and pod hashes) of clusters
+    # without auth stay as they were.
+    auth: AuthProcessConfig = Field(
+        default_factory=AuthProcessConfig, exclude_if=lambda a: not a.enabled
+    )
 
     def member(self, node_id: int) -> ControllerMember:
         for m in self.members:

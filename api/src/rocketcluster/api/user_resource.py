@@ -55,7 +55,7 @@ class RocketUserSpec(BaseModel):
 class UserStatus(CatalogueStatus):
     """Status of a RocketUser: ``name`` is the access key; ``secretName`` holds it."""
 
-    secret_name: str = Field(default="", alias="secretName")
+    secret_name: str = Field(default="", description="the Secret with its keys")
 
 
 class RocketUser(BaseModel):

@@ -47,9 +47,13 @@ async def _call(
     path: str,
     body: Any = None,
     timeout: float = TIMEOUT_S,  # noqa: ASYNC109 (httpx's own timeout, per request)
+    token: str | None = None,
 ) -> Any:
+    headers = {"authorization": f"Bearer {token}"} if token else None
     try:
-        answer = await http.request(method, _url(ip, path), json=body, timeout=timeout)
+        answer = await http.request(
+            method, _url(ip, path), json=body, timeout=timeout, headers=headers
+        )
     except httpx.HTTPError as exc:
         raise AdminError(f"{method} {path} on {ip}: {exc!r}") from exc
     if answer.status_code >= 400:
@@ -71,13 +75,14 @@ class ControllerAdmin:
 
     http: httpx.AsyncClient
     members: dict[int, str]
+    token: str | None = None  # security.auth: the cluster's admin token
 
     async def cluster_views(self) -> dict[int, dict[str, Any]]:
         """``/v1/cluster`` of every member that answers."""
 
         async def one(member: int, ip: str) -> tuple[int, dict[str, Any] | None]:
             try:
-                return member, await _call(self.http, "GET", ip, "/v1/cluster")
+                return member, await _call(self.http, "GET", ip, "/v1/cluster", token=self.token)
             except AdminError:
                 return member, None
 
@@ -104,7 +109,7 @@ class ControllerAdmin:
         for attempt in range(2):
             ip = await self.leader_ip()
             try:
-                return await _call(self.http, method, ip, path, body, timeout)
+                return await _call(self.http, method, ip, path, body, timeout, self.token)
             except AdminError as exc:
                 if exc.status != 421 or attempt:
                     raise
@@ -166,9 +171,10 @@ class BrokerAdmin:
 
     http: httpx.AsyncClient
     ip: str
+    token: str | None = None
 
     async def get(self, path: str) -> Any:
-        return await _call(self.http, "GET", self.ip, path)
+        return await _call(self.http, "GET", self.ip, path, token=self.token)
 
     async def broker(self) -> dict[str, Any] | None:
         try:

@@ -24,6 +24,7 @@ from rocketcluster.operator.admin import AdminError, BrokerAdmin, ControllerAdmi
 from rocketcluster.operator.kube.apply import Applier
 from rocketcluster.operator.kube.client import KubeClient
 from rocketcluster.operator.observe import pod_state
+from rocketcluster.operator.users import admin_token
 
 
 class CatalogueRefused(ValueError):
@@ -74,10 +75,13 @@ class CatalogueReconciler:
         self._client = client
         self._applier = applier
         self._http = http
+        self._token: str | None = None  # security.auth: the cluster's admin token
 
     async def _admin(self, namespace: str, cluster: str) -> ControllerAdmin:
-        if await self._client.get(kube.API_VERSION, "RocketCluster", namespace, cluster) is None:
+        raw = await self._client.get(kube.API_VERSION, "RocketCluster", namespace, cluster)
+        if raw is None:
             raise CatalogueWaiting(f"RocketCluster {namespace}/{cluster} does not exist")
+        self._token = await admin_token(self._client, raw)
         pods = await self._client.list(
             "v1",
             "Pod",
@@ -92,7 +96,7 @@ class CatalogueReconciler:
                 members[int(name.rsplit("-", 1)[-1]) + 1] = ip
         if not members:
             raise CatalogueWaiting(f"the controllers of {cluster} are not running yet")
-        return ControllerAdmin(self._http, members)
+        return ControllerAdmin(self._http, members, self._token)
 
     async def put(self, body: dict[str, Any]) -> None:
         try:
@@ -135,7 +139,7 @@ class CatalogueReconciler:
         ready = [p for p in pods if (s := pod_state(p, now)).ready and s.ip and not s.deleting]
 
         async def applied(pod: dict[str, Any]) -> int:
-            info = await BrokerAdmin(self._http, pod["status"]["podIP"]).broker()
+            info = await BrokerAdmin(self._http, pod["status"]["podIP"], self._token).broker()
             return int((info or {}).get("catalogueVersion", -1))
 
         versions = await asyncio.gather(*(applied(p) for p in ready))

@@ -77,6 +77,8 @@ class Observer:
     def __init__(self, client: KubeClient, http: httpx.AsyncClient) -> None:
         self._client = client
         self._http = http
+        # security.auth: the cluster's admin token (set by the reconciler each tick).
+        self.admin_token: str | None = None
 
     async def observe(
         self,
@@ -145,7 +147,9 @@ class Observer:
                     pod=state,
                 )
             )
-        return ControllerObservation(tuple(members)), ControllerAdmin(self._http, addresses)
+        return ControllerObservation(tuple(members)), ControllerAdmin(
+            self._http, addresses, self.admin_token
+        )
 
     async def _raft(
         self, controllers: ControllerObservation | None, admin: ControllerAdmin
@@ -223,11 +227,11 @@ class Observer:
         ip = (pod.get("status") or {}).get("podIP")
         if not ip or pod["metadata"].get("deletionTimestamp"):
             return None
-        return await BrokerAdmin(self._http, ip).broker()
+        return await BrokerAdmin(self._http, ip, self.admin_token).broker()
 
     async def contents(self, master_ip: str) -> GroupContents:
         """What a group's master holds (for the drain check)."""
-        broker = BrokerAdmin(self._http, master_ip)
+        broker = BrokerAdmin(self._http, master_ip, self.admin_token)
         topics = await broker.get("/v1/topics")
         queues: list[QueueRange] = []
         for topic in topics:

@@ -38,6 +38,7 @@ from rocketcluster.operator.orchestrate.scale import (
 from rocketcluster.operator.orchestrate.steps import Step, StepKind, blocked, done, wait
 from rocketcluster.operator.render import render_cluster
 from rocketcluster.operator.render.brokers import client_endpoint
+from rocketcluster.operator.users import UsersReconciler
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class ClusterReconciler:
         self._client = client
         self._applier = applier
         self._observer = Observer(client, http)
+        self._users = UsersReconciler(client, applier)
         self._events = events or (lambda kind, reason, message: None)
 
     async def reconcile(self, body: dict[str, Any], memory: ClusterMemory) -> RocketClusterStatus:
@@ -94,8 +96,9 @@ class ClusterReconciler:
             )
             await self._write_status(body, status, memory)
             return status
-        # 1. render
+        # 1. render (and, with security.auth, its Secrets: users.py)
         rendered = render_cluster(cluster)
+        self._observer.admin_token = await self._users.sync(cluster)
         workloads = {
             o["metadata"]["name"]: o for o in rendered if o["kind"] in ("StatefulSet", "Deployment")
         }

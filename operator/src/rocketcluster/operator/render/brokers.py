@@ -20,7 +20,7 @@ from rocketcluster.api.broker_config import (
 )
 from rocketcluster.api.cluster import RocketCluster, TieredBackend
 from rocketcluster.api.process_settings import broker_settings
-from rocketcluster.operator.render import pods
+from rocketcluster.operator.render import auth, pods
 from rocketcluster.operator.render.controllers import member_addresses
 from rocketcluster.operator.render.hashing import pod_hash
 from rocketcluster.operator.render.meta import (
@@ -80,6 +80,7 @@ def process_config(cluster: RocketCluster, group: str, replica: int) -> BrokerPr
     }
     if replicated:  # a broker follows its role on its pod's label: the Service selects it
         settings["label_pod_role"] = True
+    settings["auth"] = auth.process_auth(cluster, users=True)
     return BrokerProcessConfig.model_validate(settings)
 
 
@@ -191,6 +192,7 @@ def broker_container(cluster: RocketCluster) -> dict[str, Any]:
         cluster.spec.image,
     )
     container["env"] += tier_env(cluster)
+    container["volumeMounts"] += auth.volumes(cluster, users=True)[1]
     tier = tier_volume(cluster)
     if tier is not None:
         container["volumeMounts"].append(tier[1])
@@ -213,6 +215,7 @@ def statefulset(cluster: RocketCluster, group: str) -> K8sObject:
     tier = tier_volume(cluster)
     if tier is not None:
         spec["volumes"].append(tier[0])
+    spec["volumes"] += auth.volumes(cluster, users=True)[0]
     annotations = {
         kube.ANNOTATION_POD_HASH: pod_hash(spec, shared_settings(cluster, group)),
         **pods.scrape_annotations(),
