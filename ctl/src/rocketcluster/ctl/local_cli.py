@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from rocketcluster.api.cluster import ManifestError
+from rocketcluster.ctl.local.auth import admin_token_path, users_path
 from rocketcluster.ctl.local.runtime import LocalRuntime, LocalRuntimeError
 
 DEFAULT_DIR = Path(".rocketcluster")
@@ -49,6 +50,12 @@ def up(manifest: Path, directory: Path, timeout: float) -> None:
             f"  {proc['name']:<24} pid {proc['pid']:<8} {proc['role']:<10} {proc['addresses']}"
         )
     click.echo(f"state: {Path(directory) / 'cluster.json'}")
+    users = users_path(Path(directory))
+    if users.exists():  # security.auth: where the keys are (local/auth.py)
+        click.echo(
+            f"auth: users and their secret keys in {users} (0600; `rocketctl user list "
+            f"--dir {directory}`), admin token in {admin_token_path(Path(directory))}"
+        )
 
 
 @local.command("down")
