@@ -26,6 +26,7 @@ from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.ctl.local.auth import local_admin_token, users_path
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.testing import DISK_GUARDS_OFF, quiet_official_client, wait_for
+from rocketcluster.jobs.cluster import ClusterUnreachableError, ControllerApi, first_answering
 
 
 def secured() -> RocketCluster:
@@ -136,3 +137,13 @@ def test_a_slave_forwards_the_signed_request_to_the_master(cluster: Secured) -> 
     refused = _send_to(slave, "app", "not-the-secret-key")
     assert refused.status.code == pb.Code.UNAUTHORIZED
     assert "wrong secret key" in refused.status.message
+
+
+def test_the_spark_jobs_cluster_reader_sends_the_token(cluster: Secured) -> None:
+    [controller] = cluster.processes("controller")
+    address = controller["addresses"]["admin"]
+    with pytest.raises(ClusterUnreachableError, match="401"):
+        ControllerApi([address]).groups()
+    [group] = ControllerApi([address], token=cluster.token).groups()
+    with first_answering(group, cluster.token) as admin:
+        assert admin.stats_snapshots(0, 1).max_offset >= 0

@@ -114,3 +114,13 @@ def test_nothing_changes_while_auth_is_off(example: str) -> None:
         for w in of_kind(objects, "StatefulSet") + of_kind(objects, "Deployment")
         for v in w["spec"]["template"]["spec"]["volumes"]
     )
+
+
+def test_the_health_report_job_gets_the_token() -> None:
+    data = load_manifest(EXAMPLES / "health-reports.yaml").model_dump(by_alias=True, mode="json")
+    data["spec"]["security"] = {"auth": {"enabled": True}}
+    [job] = of_kind(render_cluster(RocketCluster.model_validate(data)), "CronJob")
+    container = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    [token] = [e for e in container["env"] if e["name"] == "ROCKETCLUSTER_ADMIN_TOKEN"]
+    assert token["valueFrom"]["secretKeyRef"]["key"] == "token"
+    kubernetes_validate.validate(job, NEWEST, strict=True)

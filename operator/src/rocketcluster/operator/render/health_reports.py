@@ -25,9 +25,10 @@ from typing import Any, Final
 import yaml
 
 from rocketcluster.api import kube
+from rocketcluster.api.auth import ADMIN_TOKEN_KEY
 from rocketcluster.api.broker_config import ADMIN_PORT
 from rocketcluster.api.cluster import ClaimRetention, HealthReportsSpec, RocketCluster
-from rocketcluster.operator.render import pods
+from rocketcluster.operator.render import auth, pods
 from rocketcluster.operator.render.controllers import member_names
 from rocketcluster.operator.render.meta import K8sObject, component_selector, labels, metadata
 
@@ -200,6 +201,7 @@ def _container(cluster: RocketCluster) -> dict[str, Any]:
             {"name": "PYSPARK_DRIVER_PYTHON", "value": IMAGE_PYTHON},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
             {"name": "HOME", "value": "/tmp"},  # the root filesystem is read-only
+            *_token_env(cluster),
         ],
         "volumeMounts": mounts,
         "securityContext": pods.container_security(),
@@ -208,6 +210,14 @@ def _container(cluster: RocketCluster) -> dict[str, Any]:
     if limits:
         out["resources"] = limits
     return out
+
+
+def _token_env(cluster: RocketCluster) -> list[dict[str, Any]]:
+    """security.auth: the admin token the job's cluster reader sends (jobs/source.py)."""
+    if not auth.enabled(cluster):
+        return []
+    ref = {"name": auth.token_secret(cluster), "key": ADMIN_TOKEN_KEY}
+    return [{"name": "ROCKETCLUSTER_ADMIN_TOKEN", "valueFrom": {"secretKeyRef": ref}}]
 
 
 def _volumes(cluster: RocketCluster) -> list[dict[str, Any]]:
