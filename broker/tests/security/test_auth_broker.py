@@ -22,6 +22,7 @@ from rocketmq.v5.model import FilterExpression, Message
 from rocketmq.v5.producer import Producer
 
 from rocketcluster.api.auth import UserCredentials, UsersFile
+from rocketcluster.api.client.lean import LeanClient, LeanClientError, OutgoingMessage
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.users import PermissionSpec
 from rocketcluster.ctl.local.auth import local_admin_token, users_path
@@ -245,3 +246,19 @@ def test_admin_api_and_metrics_need_the_token(broker: LocalBroker) -> None:
         assert 'response_code="40100"' in metrics.text and 'response_code="40300"' in metrics.text
     with broker.admin() as client:  # the typed client with the local cluster's token
         assert any(t["name"] == "made-by-admin" for t in client.topics())
+
+
+async def test_the_lean_client_signs_like_the_official_one(broker: LocalBroker) -> None:
+    """Our LeanClient (benchmarks, tools) signs as the official clients do."""
+    key = secret_of(broker, "orders-app")
+    async with LeanClient(broker.endpoints, credentials=("orders-app", key)) as client:
+        entries = await client.send(
+            "orders", [OutgoingMessage(b"lean-1"), OutgoingMessage(b"lean-2")]
+        )
+        assert [e.status.code for e in entries] == [20000, 20000]
+    async with LeanClient(
+        broker.endpoints, credentials=("orders-app", "wrong-key-0123456789")
+    ) as client:
+        with pytest.raises(LeanClientError) as info:
+            await client.send("orders", [OutgoingMessage(b"refused")])
+        assert info.value.code == 40100

@@ -26,7 +26,7 @@ from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.messaging.service import MessagingServicer
 from rocketcluster.broker.metrics import BrokerMetrics
-from rocketcluster.broker.security import client_interceptors
+from rocketcluster.broker.security import guard_servicer
 from rocketcluster.broker.store import FlushMode, MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
@@ -144,18 +144,16 @@ class BrokerServer:
         )
         self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
         server = grpc.aio.server(
-            interceptors=client_interceptors(cfg.auth, metrics.observe_rpc),
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", cfg.max_message_bytes * 2 + (1 << 20)),
                 ("grpc.max_send_message_length", -1),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
-            ],
+            ]
         )
-        service_pb2_grpc.add_MessagingServiceServicer_to_server(
-            MessagingServicer(self.runtime), server
-        )
+        servicer = guard_servicer(MessagingServicer(self.runtime), cfg.auth, metrics.observe_rpc)
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
         address = f"{cfg.bind_host}:{cfg.client_port}"
         try:
             port = server.add_insecure_port(address)

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-
-import grpc
+from typing import TypeVar
 
 from rocketcluster.api.auth import AuthProcessConfig, UsersFile, WatchedFile
 from rocketcluster.broker.security.auth import Authenticator
-from rocketcluster.broker.security.interceptor import AuthInterceptor, Observe
+from rocketcluster.broker.security.guard import AuthGuard, Observe
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AuthInterceptor", "Authenticator", "client_interceptors", "users_source"]
+__all__ = ["AuthGuard", "Authenticator", "guard_servicer", "users_source"]
+
+T = TypeVar("T")
 
 
 def users_source(auth: AuthProcessConfig) -> WatchedFile[Authenticator]:
@@ -35,11 +36,9 @@ def users_source(auth: AuthProcessConfig) -> WatchedFile[Authenticator]:
     )
 
 
-def client_interceptors(
-    auth: AuthProcessConfig, observe: Observe | None = None
-) -> list[grpc.aio.ServerInterceptor]:
-    """What the client port's gRPC server runs before the messaging service: nothing
-    when auth is off (the plain path pays nothing)."""
+def guard_servicer(servicer: T, auth: AuthProcessConfig, observe: Observe | None = None) -> T:
+    """``servicer`` behind the AK/SK check and ACLs when auth is on; ``servicer``
+    itself otherwise (the plain path pays nothing)."""
     if not auth.enabled:
-        return []
-    return [AuthInterceptor(users_source(auth).get, observe)]
+        return servicer
+    return AuthGuard(servicer, users_source(auth).get, observe)  # type: ignore[return-value]

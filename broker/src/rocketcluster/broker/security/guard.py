@@ -1,5 +1,5 @@
-"""AuthInterceptor: authentication and ACLs in front of ``MessagingService``, as a
-grpc.aio server interceptor, so the messaging service itself stays unaware of users.
+"""AuthGuard: authentication and ACLs in front of ``MessagingService``, wrapping the
+servicer's methods, so the messaging service itself stays unaware of users.
 
 Every RPC is authenticated from its headers; then the request names the resources it
 touches and the permission each needs:
@@ -26,7 +26,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
-import grpc
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
@@ -41,8 +40,6 @@ from rocketcluster.broker.security.auth import (
 )
 
 log = logging.getLogger(__name__)
-
-SERVICE_PREFIX: Final = "/apache.rocketmq.v2.MessagingService/"
 
 Check = Callable[[Principal, Any], None]
 Observe = Callable[[str, int, float], None]
@@ -128,34 +125,41 @@ def _headers(context: Any) -> tuple[str, str]:
     return authorization, date
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Wraps each MessagingService handler once (cached per method) with the check.
+STREAMING: Final = {"ReceiveMessage": "unary_stream", "PullMessage": "unary_stream"}
+BIDI: Final = frozenset({"Telemetry"})
+
+
+class AuthGuard:
+    """The MessagingService servicer behind the check: an object with the servicer's
+    RPC methods, each wrapped once (at start) with authentication and the ACL check.
+
+    Not a grpc.aio ServerInterceptor: with any interceptor registered, grpc.aio looks
+    up every call's handler through a Python coroutine (a no-op interceptor measured
+    4.9k → 2.2k unary calls/s at 64 in flight here, on a quiet moment of a shared
+    machine); wrapping the methods costs one extra call frame.
 
     ``authenticator`` returns the current Authenticator (the users file reloads
     without a restart); ``observe`` records refused calls in the RPC metrics as the
     service records its own answers."""
 
     def __init__(
-        self, authenticator: Callable[[], Authenticator], observe: Observe | None = None
+        self,
+        servicer: Any,
+        authenticator: Callable[[], Authenticator],
+        observe: Observe | None = None,
     ) -> None:
         self._authenticator = authenticator
         self._observe = observe
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None or not details.method.startswith(SERVICE_PREFIX):
-            return handler
-        cached = self._wrapped.get(details.method)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = self._wrap(details.method[len(SERVICE_PREFIX) :], handler)
-        self._wrapped[details.method] = (handler, wrapped)
-        return wrapped
+        for method in CHECKS:
+            inner = getattr(servicer, method)
+            wrapped: Any
+            if method in BIDI:
+                wrapped = self._bidi(method, inner)
+            elif method in STREAMING:
+                wrapped = self._unary_stream(method, inner)
+            else:
+                wrapped = self._unary(method, inner)
+            setattr(self, method, wrapped)
 
     def _check(self, method: str, request: Any, context: Any) -> Any:
         """None when the call may go on, else the refusal to answer with."""
@@ -163,55 +167,47 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         try:
             authorization, date = _headers(context)
             principal = self._authenticator().authenticate(authorization, date)
-            check = CHECKS.get(method)
-            if check is None:
-                raise AuthError(40300, f"{method} is not open to clients when auth is on")
             if request is not None:
-                check(principal, request)
+                CHECKS[method](principal, request)
             return None
         except AuthError as error:
             if self._observe is not None:
                 self._observe(method, error.code, time.perf_counter() - started)
             return _refusal(method, request, error)
 
-    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        options = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
+    def _unary(self, method: str, inner: Any) -> Callable[[Any, Any], Awaitable[Any]]:
         check = self._check
-        if handler.unary_unary is not None:
-            inner_uu = handler.unary_unary
 
-            async def unary_unary(request: Any, context: Any) -> Any:
-                refusal = check(method, request, context)
-                if refusal is not None:
-                    return refusal
-                return await inner_uu(request, context)
+        async def unary(request: Any, context: Any) -> Any:
+            refusal = check(method, request, context)
+            if refusal is not None:
+                return refusal
+            return await inner(request, context)
 
-            return grpc.unary_unary_rpc_method_handler(unary_unary, **options)
-        if handler.unary_stream is not None:
-            inner_us = handler.unary_stream
+        return unary
 
-            async def unary_stream(request: Any, context: Any) -> AsyncIterator[Any]:
-                refusal = check(method, request, context)
-                if refusal is not None:
-                    yield refusal
-                    return
-                async for response in inner_us(request, context):
-                    yield response
+    def _unary_stream(self, method: str, inner: Any) -> Callable[[Any, Any], AsyncIterator[Any]]:
+        check = self._check
 
-            return grpc.unary_stream_rpc_method_handler(unary_stream, **options)
-        if handler.stream_stream is not None:
-            inner_ss = handler.stream_stream
+        async def unary_stream(request: Any, context: Any) -> AsyncIterator[Any]:
+            refusal = check(method, request, context)
+            if refusal is not None:
+                yield refusal
+                return
+            async for response in inner(request, context):
+                yield response
 
-            async def stream_stream(requests: Any, context: Any) -> AsyncIterator[Any]:
-                refusal = check(method, None, context)
-                if refusal is not None:
-                    yield refusal
-                    return
-                async for response in inner_ss(requests, context):
-                    yield response
+        return unary_stream
 
-            return grpc.stream_stream_rpc_method_handler(stream_stream, **options)
-        return handler  # client streaming: the service has none
+    def _bidi(self, method: str, inner: Any) -> Callable[[Any, Any], AsyncIterator[Any]]:
+        check = self._check
+
+        async def stream_stream(requests: Any, context: Any) -> AsyncIterator[Any]:
+            refusal = check(method, None, context)
+            if refusal is not None:
+                yield refusal
+                return
+            async for response in inner(requests, context):
+                yield response
+
+        return stream_stream
