@@ -73,6 +73,8 @@ def test_create_list_rotate_delete(tmp_path: Path) -> None:
     assert keys["secretKey"] not in listed + run("user", "list", "--json", *d)
     refused = CliRunner().invoke(main, ["user", "create", "orders_app", *d])
     assert refused.exit_code != 0 and "rotate" in refused.output
+    shown = json.loads(run("user", "keys", "orders_app", "--json", *d))
+    assert shown == keys
     rotated = run("user", "rotate", "orders_app", *d)
     new_key = UsersFile.load(users_path(tmp_path)).find("orders_app")
     assert new_key is not None and new_key.secret_key != keys["secretKey"]

@@ -53,8 +53,9 @@ def up(manifest: Path, directory: Path, timeout: float) -> None:
     users = users_path(Path(directory))
     if users.exists():  # security.auth: where the keys are (local/auth.py)
         click.echo(
-            f"auth: users and their secret keys in {users} (0600; `rocketctl user list "
-            f"--dir {directory}`), admin token in {admin_token_path(Path(directory))}"
+            f"auth: users in {users} (0600): `rocketctl user list --dir {directory}`, "
+            f"`rocketctl user keys NAME --dir {directory}`; admin token in "
+            f"{admin_token_path(Path(directory))}"
         )
 
 

@@ -59,7 +59,8 @@ def _show_keys(user: UserCredentials, as_json: bool, verb: str) -> None:
     if as_json:
         click.echo(json.dumps({"accessKey": user.access_key, "secretKey": user.secret_key}))
         return
-    click.echo(f"user {user.access_key} {verb}; its keys (shown once):")
+    once = " (shown once)" if verb != "exists" else ""
+    click.echo(f"user {user.access_key} {verb}; its keys{once}:")
     click.echo(f"  access key: {user.access_key}")
     click.echo(f"  secret key: {user.secret_key}")
     click.echo("clients: ClientConfiguration(endpoints, Credentials(access_key, secret_key))")
@@ -161,7 +162,23 @@ def list_users(directory: Path, as_json: bool) -> None:
         return
     for u in users.users:
         rules = "; ".join(_permission_text(p) for p in u.permissions) or "no permissions"
+        if u.admin:
+            rules = "everything" + (f" (and {rules})" if u.permissions else "")
         click.echo(f"{u.access_key}{' (admin)' if u.admin else ''}: {rules}")
+
+
+@user.command("keys")
+@click.argument("name")
+@_dir_option
+@_json_option
+def keys(name: str, directory: Path, as_json: bool) -> None:
+    """Print user NAME's access key and secret key (e.g. one of the manifest's users,
+    whose keys `rocketctl local up` made)."""
+    path, users = _load(directory)
+    found = users.find(name)
+    if found is None:
+        raise click.ClickException(f"no user {name!r} in {path}")
+    _show_keys(found, as_json, "exists")
 
 
 @user.command("delete")
