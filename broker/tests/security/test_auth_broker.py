@@ -13,8 +13,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import httpx
 import pytest
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
 from rocketmq.v5.client import ClientConfiguration, Credentials
 from rocketmq.v5.consumer import SimpleConsumer
 from rocketmq.v5.exception import ForbiddenException, UnauthorizedException
@@ -262,3 +266,33 @@ async def test_the_lean_client_signs_like_the_official_one(broker: LocalBroker) 
         with pytest.raises(LeanClientError) as info:
             await client.send("orders", [OutgoingMessage(b"refused")])
         assert info.value.code == 40100
+
+
+def test_streams_answer_a_refusal_first_and_close(broker: LocalBroker) -> None:
+    """ReceiveMessage and Telemetry without credentials: one response carrying 40100,
+    then the stream ends (no hang); a unary refusal keeps the fields the client reads."""
+    metadata = (("x-mq-client-id", "raw-no-credentials"),)
+    receive = spb.ReceiveMessageRequest(
+        group=pb.Resource(name="billing"),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name="orders"), id=0),
+        batch_size=1,
+    )
+    receive.invisible_duration.FromSeconds(10)
+    with grpc.insecure_channel(broker.endpoints) as channel:
+        stub = MessagingServiceStub(channel)
+        answers = list(stub.ReceiveMessage(receive, metadata=metadata, timeout=10))
+        assert [a.status.code for a in answers] == [40100]
+        telemetry = list(
+            stub.Telemetry(iter([spb.TelemetryCommand()]), metadata=metadata, timeout=10)
+        )
+        assert [t.status.code for t in telemetry] == [40100]
+        change = stub.ChangeInvisibleDuration(
+            spb.ChangeInvisibleDurationRequest(
+                group=pb.Resource(name="billing"),
+                topic=pb.Resource(name="orders"),
+                receipt_handle="some-handle",
+            ),
+            metadata=metadata,
+            timeout=10,
+        )
+        assert change.status.code == 40100 and change.receipt_handle == "some-handle"

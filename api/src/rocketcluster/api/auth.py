@@ -33,6 +33,8 @@ SECRET_KEY: Final = "secretKey"
 ADMIN_TOKEN_KEY: Final = "token"
 USERS_FILE_KEY: Final = "users.json"
 SECRET_KEY_BYTES: Final = 32
+# Where tools that read a cluster (the Spark jobs) find the admin token.
+ADMIN_TOKEN_ENV: Final = "ROCKETCLUSTER_ADMIN_TOKEN"
 
 T = TypeVar("T")
 

@@ -23,6 +23,7 @@ import click
 from rocketcluster.api.client.admin import AdminClient, AdminError
 from rocketcluster.api.units import binary_size
 from rocketcluster.ctl.admin_cli import ADMIN_ENV
+from rocketcluster.ctl.admin_token import admin_token
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
 # A status call is cheap; a broker that takes longer than this is reported as not
@@ -40,6 +41,7 @@ class Target:
 
     label: str
     admin: str
+    token: str | None = None  # security.auth: the admin token (admin_token.py)
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ def targets(directory: Path, given: tuple[str, ...]) -> list[Target]:
     """The ``--admin`` addresses, else every broker of the local cluster in
     ``directory`` (from its own state: no port convention needed)."""
     if given:
-        return [Target(a, a) for a in dict.fromkeys(given)]
+        return [Target(a, a, admin_token(None)) for a in dict.fromkeys(given)]
     state = LocalRuntime(directory).state()
     if state is None:
         raise click.ClickException(
@@ -74,7 +76,7 @@ def targets(directory: Path, given: tuple[str, ...]) -> list[Target]:
             f"${ADMIN_ENV}), or start one with `rocketctl local up --dir {directory}`"
         )
     found = [
-        Target(str(p["name"]), str(p["addresses"]["admin"]))
+        Target(str(p["name"]), str(p["addresses"]["admin"]), admin_token(directory))
         for p in state["processes"]
         if p["role"] == "broker"
     ]
@@ -85,7 +87,7 @@ def targets(directory: Path, given: tuple[str, ...]) -> list[Target]:
 
 def ask(target: Target, timeout: float = TIMEOUT_S) -> TierAnswer:
     try:
-        with AdminClient(target.admin, timeout=timeout) as client:
+        with AdminClient(target.admin, timeout=timeout, token=target.token) as client:
             return TierAnswer(target, document=client.tier_status())
     except AdminError as exc:
         return TierAnswer(target, error=str(exc))
@@ -292,7 +294,7 @@ def flush(directory: Path, admins: tuple[str, ...]) -> None:
     failed = False
     for target in targets(directory, admins):
         try:
-            with AdminClient(target.admin, timeout=FLUSH_TIMEOUT_S) as client:
+            with AdminClient(target.admin, timeout=FLUSH_TIMEOUT_S, token=target.token) as client:
                 done = client.tier_flush()
         except AdminError as exc:
             failed = True

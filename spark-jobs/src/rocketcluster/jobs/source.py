@@ -36,6 +36,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from rocketcluster.api.auth import ADMIN_TOKEN_ENV
 from rocketcluster.api.stats import StatsSnapshot
 from rocketcluster.jobs import tables
 from rocketcluster.jobs.cluster import (
@@ -47,7 +48,6 @@ from rocketcluster.jobs.cluster import (
 )
 
 SOURCE_NAME = "rocketcluster"
-ADMIN_TOKEN_ENV = "ROCKETCLUSTER_ADMIN_TOKEN"
 SNAPSHOTS_PER_PARTITION = 2000
 BATCH_ROWS = 10_000
 _ROW_LISTS = {

@@ -25,7 +25,7 @@ from typing import Any, Final
 import yaml
 
 from rocketcluster.api import kube
-from rocketcluster.api.auth import ADMIN_TOKEN_KEY
+from rocketcluster.api.auth import ADMIN_TOKEN_ENV, ADMIN_TOKEN_KEY
 from rocketcluster.api.broker_config import ADMIN_PORT
 from rocketcluster.api.cluster import ClaimRetention, HealthReportsSpec, RocketCluster
 from rocketcluster.operator.render import auth, pods
@@ -217,7 +217,7 @@ def _token_env(cluster: RocketCluster) -> list[dict[str, Any]]:
     if not auth.enabled(cluster):
         return []
     ref = {"name": auth.token_secret(cluster), "key": ADMIN_TOKEN_KEY}
-    return [{"name": "ROCKETCLUSTER_ADMIN_TOKEN", "valueFrom": {"secretKeyRef": ref}}]
+    return [{"name": ADMIN_TOKEN_ENV, "valueFrom": {"secretKeyRef": ref}}]
 
 
 def _volumes(cluster: RocketCluster) -> list[dict[str, Any]]:
