@@ -43,6 +43,9 @@ def test_local_up_keeps_keys_and_users_added_by_hand(tmp_path: Path) -> None:
     again = users.find("app")
     assert again is not None and again.secret_key == first.secret_key and not again.admin
     assert users.find("extra") is not None
+    prepare_local_auth(cluster([{"name": "other"}]), tmp_path)  # "app" left the manifest
+    names = {u.access_key for u in UsersFile.load(users_path(tmp_path)).users}
+    assert names == {"other", "extra"}
     assert (
         prepare_local_auth(RocketCluster.model_validate({"metadata": {"name": "c"}}), tmp_path)
         is None

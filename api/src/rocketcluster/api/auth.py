@@ -99,6 +99,9 @@ class UsersFile(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
     users: list[UserCredentials] = Field(default_factory=list)
+    # Local mode: the users that came from the manifest's spec.users (a user that
+    # leaves the manifest leaves the file; users made with rocketctl stay).
+    manifest_users: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique(self) -> UsersFile:

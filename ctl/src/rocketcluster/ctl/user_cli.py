@@ -123,7 +123,7 @@ def create(
             f"user {name!r} exists: `rocketctl user rotate {name}` gives it a new secret key"
         )
     created = UserCredentials.of(spec, generate_secret_key())
-    UsersFile(users=[*users.users, created]).save(path)
+    users.model_copy(update={"users": [*users.users, created]}).save(path)
     _show_keys(created, as_json, "created")
 
 
@@ -189,7 +189,7 @@ def delete(name: str, directory: Path) -> None:
     path, users = _load(directory)
     if users.find(name) is None:
         raise click.ClickException(f"no user {name!r} in {path}")
-    UsersFile(users=[u for u in users.users if u.access_key != name]).save(path)
+    users.model_copy(update={"users": [u for u in users.users if u.access_key != name]}).save(path)
     click.echo(f"user {name} deleted")
 
 
@@ -204,7 +204,9 @@ def rotate(name: str, directory: Path, as_json: bool) -> None:
     if found is None:
         raise click.ClickException(f"no user {name!r} in {path}")
     rotated = found.model_copy(update={"secret_key": generate_secret_key()})
-    UsersFile(users=[rotated if u.access_key == name else u for u in users.users]).save(path)
+    users.model_copy(
+        update={"users": [rotated if u.access_key == name else u for u in users.users]}
+    ).save(path)
     _show_keys(rotated, as_json, "rotated")
 
 

@@ -4,7 +4,8 @@ Secrets in Kubernetes.
 
 ``rocketctl local up`` merges the manifest's ``spec.users`` into the users file: a
 user already there keeps its secret key (a restart must not invalidate clients), a
-new one gets a random key; users added with ``rocketctl user create`` stay. The
+new one gets a random key, one the manifest dropped goes; users added with
+``rocketctl user create`` stay. The
 brokers re-read the file when it changes, so ``rocketctl user ...`` needs no restart.
 """
 
@@ -45,14 +46,20 @@ def local_admin_token(directory: Path) -> str | None:
 
 
 def merge_users(current: UsersFile, users: list[UserSpec]) -> UsersFile:
-    """``current`` with ``users`` added or updated (permissions from the manifest,
-    secret keys kept); users only in ``current`` stay."""
-    merged = {u.access_key: u for u in current.users}
+    """``current`` with the manifest's ``users`` added or updated (permissions from the
+    manifest, secret keys kept); a user the previous manifest had and this one does
+    not is removed; users made with ``rocketctl user create`` stay."""
+    wanted = {u.name for u in users}
+    merged = {
+        u.access_key: u
+        for u in current.users
+        if u.access_key in wanted or u.access_key not in current.manifest_users
+    }
     for user in users:
         known = merged.get(user.name)
         key = known.secret_key if known is not None else generate_secret_key()
         merged[user.name] = UserCredentials.of(user, key)
-    return UsersFile(users=list(merged.values()))
+    return UsersFile(users=list(merged.values()), manifest_users=sorted(wanted))
 
 
 def prepare_local_auth(cluster: RocketCluster, directory: Path) -> AuthProcessConfig | None:
