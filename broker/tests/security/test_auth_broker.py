@@ -20,7 +20,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
 from rocketmq.v5.client import ClientConfiguration, Credentials
-from rocketmq.v5.consumer import SimpleConsumer
+from rocketmq.v5.consumer import ConsumeResult, MessageListener, PushConsumer, SimpleConsumer
 from rocketmq.v5.exception import ForbiddenException, UnauthorizedException
 from rocketmq.v5.model import FilterExpression, Message
 from rocketmq.v5.producer import Producer
@@ -296,3 +296,27 @@ def test_streams_answer_a_refusal_first_and_close(broker: LocalBroker) -> None:
             timeout=10,
         )
         assert change.status.code == 40100 and change.receipt_handle == "some-handle"
+
+
+class _Seen(MessageListener):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+
+    def consume(self, message: Message) -> ConsumeResult:
+        self.ids.add(message.message_id)
+        return ConsumeResult.SUCCESS
+
+
+def test_push_consumer_with_credentials(broker: LocalBroker) -> None:
+    """The push consumer's calls (Telemetry settings, QueryAssignment, Heartbeat with
+    its group, auto-renewed receives, acks) all pass for a user with sub on both."""
+    config = as_user(broker, "orders-app")
+    seen = _Seen()
+    consumer = PushConsumer(config, "billing", seen, {"orders": FilterExpression()})
+    consumer.startup()
+    try:
+        with producer(config, broker, "orders") as p:
+            sent = {p.send(message("orders", f"push-{i}".encode())).message_id for i in range(5)}
+        wait_for(lambda: sent <= seen.ids, timeout=60, what="the pushed messages")
+    finally:
+        consumer.shutdown()
