@@ -28,6 +28,7 @@ from rocketcluster.api.crdgen import (
     render_files,
     strict_schema,
 )
+from rocketcluster.api.user_resource import RocketUser
 
 REPO = Path(__file__).resolve().parents[2]
 INVALID = Path(__file__).parent / "manifests" / "invalid"
@@ -35,6 +36,7 @@ MODELS: dict[str, Any] = {
     "RocketCluster": RocketCluster,
     "RocketTopic": RocketTopic,
     "RocketConsumerGroup": RocketConsumerGroup,
+    "RocketUser": RocketUser,
 }
 OLDEST, NEWEST = "1.27.0", "1.37.0"
 

@@ -51,10 +51,17 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
     ("rocketcluster.io", "rocketclusters"): {"list", "watch", "patch", "get"},
     ("rocketcluster.io", "rockettopics"): {"list", "watch", "patch"},
     ("rocketcluster.io", "rocketconsumergroups"): {"list", "watch", "patch"},
+    # users.py also lists a cluster's RocketUsers (they go into its users Secret).
+    ("rocketcluster.io", "rocketusers"): {"list", "watch", "patch"},
     # apply.py apply_status: reconcile.py (clusters), catalogue.py (topics, groups).
     ("rocketcluster.io", "rocketclusters/status"): {"patch"},
     ("rocketcluster.io", "rockettopics/status"): {"patch"},
     ("rocketcluster.io", "rocketconsumergroups/status"): {"patch"},
+    ("rocketcluster.io", "rocketusers/status"): {"patch"},
+    # users.py (security.auth): reads the admin token and user Secrets, applies them
+    # when missing and the users Secret when it changed; trust.py (security.tls) reads
+    # ca.crt of spec.security.tls.secretName (the admin APIs' CA).
+    ("", "secrets"): {"get", "create", "patch"},
     # handlers.py kopf.event, and kopf's own handler events (core v1 events).
     ("", "events"): {"create"},
     # observe.py / catalogue.py list; reconcile.py _act deletes (roll); get and patch are
@@ -62,8 +69,6 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
     ("", "pods"): {"list", "delete", "get", "patch"},
     # Applied (apply.py: patch, and create in merge mode); deleted by _remove_group.
     ("", "services"): {"create", "patch", "delete"},
-    # trust.py: ca.crt of spec.security.tls.secretName (the admin APIs' CA).
-    ("", "secrets"): {"get"},
     # Also monitoring and health report objects (prune.py): listed to find the stale
     # ones, which are deleted.
     ("", "configmaps"): {"list", "create", "patch", "delete"},

@@ -22,7 +22,7 @@ that every call is allowed and that nothing else is.
 # kopf watches the three kinds it has handlers for and patches them (its finalizer
 # and the annotations it keeps its progress in).
 - apiGroups: ["rocketcluster.io"]
-  resources: ["rocketclusters", "rockettopics", "rocketconsumergroups"]
+  resources: ["rocketclusters", "rockettopics", "rocketconsumergroups", "rocketusers"]
   verbs: ["list", "watch", "patch"]
 # catalogue.py reads the RocketCluster a topic or consumer group names.
 - apiGroups: ["rocketcluster.io"]
@@ -30,23 +30,29 @@ that every call is allowed and that nothing else is.
   verbs: ["get"]
 # The operator writes what it observed into each object's status (apply_status).
 - apiGroups: ["rocketcluster.io"]
-  resources: ["rocketclusters/status", "rockettopics/status", "rocketconsumergroups/status"]
+  resources:
+    - rocketclusters/status
+    - rockettopics/status
+    - rocketconsumergroups/status
+    - rocketusers/status
   verbs: ["patch"]
 # kopf.event: rolls, switchovers, failures, reported on the RocketCluster.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+# security.auth (users.py): the admin token and per-user Secrets, made when missing,
+# and the users Secret the brokers mount, rewritten when it changes; security.tls
+# (trust.py): ca.crt of spec.security.tls.secretName, to check the admin APIs'
+# certificates (get only: the operator never lists Secrets).
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "patch"]
 # observe.py and catalogue.py list the pods of a cluster; the roller deletes a pod to
 # restart it; get and patch only because the operator grants them to each broker (its
 # own pod's role label) and RBAC refuses to grant what the granter lacks.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "patch", "delete"]
-# trust.py reads ca.crt of a cluster's spec.security.tls.secretName, to check its
-# admin APIs' certificates (get only: the operator never writes or lists Secrets).
-- apiGroups: [""]
-  resources: ["secrets"]
-  verbs: ["get"]
 # Rendered and applied (create, patch); a removed broker group's config and Services
 # are deleted (reconcile.py _remove_group).
 - apiGroups: [""]

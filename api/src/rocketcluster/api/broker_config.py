@@ -11,6 +11,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from rocketcluster.api.auth import AuthProcessConfig
 from rocketcluster.api.cluster import (
     FlushPolicy,
     ReplicationSpec,
@@ -142,6 +143,13 @@ class BrokerProcessConfig(BaseModel):
     # Left out of the file when off: a cluster without TLS renders the same files (and
     # pod hashes) as before the field existed, so upgrading the operator rolls nothing.
     tls: TlsFiles | None = Field(default=None, exclude_if=lambda v: v is None)
+    # security.auth: where the users file and the admin token file are (never the
+    # secrets themselves); off by default.
+    # Left out of the rendered file while off: configs (and pod hashes) of clusters
+    # without auth stay as they were.
+    auth: AuthProcessConfig = Field(
+        default_factory=AuthProcessConfig, exclude_if=lambda a: not a.enabled
+    )
 
     @property
     def client_endpoint(self) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from rocketcluster.api.auth import AuthProcessConfig
 from rocketcluster.api.broker_config import ADMIN_PORT, CONTROLLER_PORT
 from rocketcluster.api.tls import TlsFiles
 
@@ -46,6 +47,12 @@ class ControllerProcessConfig(BaseModel):
     # Left out of the file when off: a cluster without TLS renders the same files (and
     # pod hashes) as before the field existed, so upgrading the operator rolls nothing.
     tls: TlsFiles | None = Field(default=None, exclude_if=lambda v: v is None)
+    # security.auth: the admin token file its admin API and /metrics require.
+    # Left out of the rendered file while off: configs (and pod hashes) of clusters
+    # without auth stay as they were.
+    auth: AuthProcessConfig = Field(
+        default_factory=AuthProcessConfig, exclude_if=lambda a: not a.enabled
+    )
 
     def member(self, node_id: int) -> ControllerMember:
         for m in self.members:

@@ -32,6 +32,7 @@ from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.kube import GROUP, VERSION
 from rocketcluster.api.status import CatalogueStatus, RocketClusterStatus
+from rocketcluster.api.user_resource import RocketUser, UserStatus
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 CRD_DIR = REPO_ROOT / "crds"
@@ -122,6 +123,23 @@ RESOURCES: tuple[Resource, ...] = (
             _age(),
         ),
         description="A consumer group of a RocketCluster, managed as a resource.",
+    ),
+    Resource(
+        kind="RocketUser",
+        plural="rocketusers",
+        short_names=("rku",),
+        model=RocketUser,
+        status=UserStatus,
+        columns=(
+            {"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"},
+            {"name": "User", "type": "string", "jsonPath": ".status.name"},
+            {"name": "Admin", "type": "boolean", "jsonPath": ".spec.admin"},
+            {"name": "Secret", "type": "string", "jsonPath": ".status.secretName"},
+            _ready(),
+            _age(),
+        ),
+        description="A user of a RocketCluster (access key, permissions), managed as a "
+        "resource; its keys are in the Secret named in its status.",
     ),
 )
 

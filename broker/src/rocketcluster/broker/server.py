@@ -14,6 +14,7 @@ import grpc
 import uvicorn
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from rocketcluster.api.admin_guard import guard_admin
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.client.controller import ControllerClient
 from rocketcluster.api.generated import ha_pb2 as hpb
@@ -26,6 +27,7 @@ from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.messaging.service import MessagingServicer
 from rocketcluster.broker.metrics import BrokerMetrics
+from rocketcluster.broker.security import guard_servicer
 from rocketcluster.broker.store import FlushMode, MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
@@ -138,7 +140,7 @@ class BrokerServer:
             self.labeler.set_role(Role.MASTER)  # a standalone broker is its group's master
         self.catalogue.start()  # its first poll follows the registration at once
         self.runtime.start()
-        app = create_admin_app(self.runtime, self._is_ready, self.catalogue)
+        app = guard_admin(create_admin_app(self.runtime, self._is_ready, self.catalogue), cfg.auth)
         admin_config = uvicorn.Config(
             app, host=cfg.bind_host, port=cfg.admin_port, log_level="warning", lifespan="off"
         )
@@ -156,9 +158,8 @@ class BrokerServer:
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
             ]
         )
-        service_pb2_grpc.add_MessagingServiceServicer_to_server(
-            MessagingServicer(self.runtime), server
-        )
+        servicer = guard_servicer(MessagingServicer(self.runtime), cfg.auth, metrics.observe_rpc)
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
         address = f"{cfg.bind_host}:{cfg.client_port}"
         try:
             # Server authentication only: the official clients present no certificate.

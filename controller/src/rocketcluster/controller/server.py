@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 import uvicorn
 
+from rocketcluster.api.admin_guard import guard_admin
 from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.api.generated import controller_pb2_grpc
 from rocketcluster.api.tls import ClientTls, add_port, server_ssl_context
@@ -89,7 +90,7 @@ class ControllerServer:
         )
         self.core.node.start(self._transport)
         self.core.start()
-        app = create_controller_app(self.core)
+        app = guard_admin(create_controller_app(self.core), cfg.auth)
         admin_config = uvicorn.Config(
             app, host=cfg.bind_host, port=cfg.admin_port, log_level="warning", lifespan="off"
         )

@@ -10,6 +10,7 @@ import click
 
 from rocketcluster.api.client.admin import AdminClient, AdminError
 from rocketcluster.api.tls import ClientTls
+from rocketcluster.ctl.admin_token import admin_token
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
 ADMIN_ENV = "ROCKETCTL_ADMIN"
@@ -36,8 +37,12 @@ def _address(admin: str | None, directory: Path) -> str:
 def _client(ctx: click.Context) -> AdminClient:
     obj = ctx.ensure_object(dict)
     directory = obj.get("dir", Path(".rocketcluster"))
-    # A local cluster running TLS: https, trusting its CA.
-    return AdminClient(_address(obj.get("admin"), directory), tls=local_tls(directory))
+    # A local cluster running TLS: https, trusting its CA; with auth, its admin token.
+    return AdminClient(
+        _address(obj.get("admin"), directory),
+        tls=local_tls(directory),
+        token=admin_token(directory),
+    )
 
 
 def _print(value: Any) -> None:

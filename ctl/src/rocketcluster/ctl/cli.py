@@ -246,6 +246,26 @@ def bench_switchover(
     click.echo(f"results: {path}")
 
 
+@bench.command("auth")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option("--seconds", type=float, default=5.0, show_default=True, help="per case")
+@click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench"))
+def bench_auth(out_dir: Path, seconds: float, work_dir: Path) -> None:
+    """Produce with security.auth off and on (signed requests), and the check alone."""
+    from rocketcluster.ctl.bench.auth_bench import rows, run_auth_bench
+
+    result = run_auth_bench(work_dir, seconds)
+    path = write_results(out_dir, "auth", result)
+    columns = ["shape", "auth", "msgs_per_s", "p50_ms", "p99_ms", "errors", "ratio"]
+    click.echo(format_table(rows(result), columns))
+    check = result["check"]
+    click.echo(
+        f"the check alone: {check['cached_us']:.2f} us cached, "
+        f"{check['uncached_us']:.2f} us with parse + HMAC"
+    )
+    click.echo(f"results: {path}")
+
+
 @bench.command("spark")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
 @click.option("--rows", type=int, default=1_000_000, show_default=True, help="snapshot rows")
@@ -460,10 +480,17 @@ def _register() -> None:
     from rocketcluster.ctl.render_cli import render
     from rocketcluster.ctl.report_cli import COMMANDS as REPORT_COMMANDS
     from rocketcluster.ctl.tier_cli import COMMANDS as TIER_COMMANDS
+    from rocketcluster.ctl.user_cli import COMMANDS as USER_COMMANDS
 
     main.add_command(local)
     main.add_command(render)
-    for command in [*COMMANDS, *CONTROLLER_COMMANDS, *REPORT_COMMANDS, *TIER_COMMANDS]:
+    for command in [
+        *COMMANDS,
+        *CONTROLLER_COMMANDS,
+        *REPORT_COMMANDS,
+        *TIER_COMMANDS,
+        *USER_COMMANDS,
+    ]:
         main.add_command(command)
 
 

@@ -13,6 +13,7 @@ import httpx
 
 from rocketcluster.api.tls import ClientTls, admin_scheme, http_verify
 from rocketcluster.api.topics import MessageType
+from rocketcluster.ctl.admin_token import bearer
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
 
@@ -101,7 +102,9 @@ def status(directory: Path, controllers: str | None) -> None:
     views = []
     for address in admin_addresses(directory, controllers):
         try:
-            view = call([address], local_tls(directory), "GET", "/v1/cluster")
+            view = call(
+                [address], local_tls(directory), "GET", "/v1/cluster", headers=bearer(directory)
+            )
             views.append({"admin": address, "raft": view["raft"], "leader": view["leader"]})
         except click.ClickException as exc:
             views.append({"admin": address, "error": exc.message})
@@ -112,7 +115,12 @@ def status(directory: Path, controllers: str | None) -> None:
 @_options
 def groups(directory: Path, controllers: str | None) -> None:
     """Broker groups: master, epochs, SyncStateSet, replicas."""
-    click.echo(json.dumps(call(*admins(directory, controllers), "GET", "/v1/groups"), indent=2))
+    click.echo(
+        json.dumps(
+            call(*admins(directory, controllers), "GET", "/v1/groups", headers=bearer(directory)),
+            indent=2,
+        )
+    )
 
 
 @controller.command("events")
@@ -126,7 +134,13 @@ def events(directory: Path, controllers: str | None, since: float, group: str | 
         params["group"] = group
     click.echo(
         json.dumps(
-            call(*admins(directory, controllers), "GET", "/v1/events", params=params),
+            call(
+                *admins(directory, controllers),
+                "GET",
+                "/v1/events",
+                params=params,
+                headers=bearer(directory),
+            ),
             indent=2,
         )
     )
@@ -146,6 +160,7 @@ def elect(directory: Path, controllers: str | None, group: str, broker_id: int |
                 "POST",
                 f"/v1/groups/{group}/elect",
                 json=body,
+                headers=bearer(directory),
             ),
             indent=2,
         )
@@ -180,13 +195,15 @@ def catalogue_lines(c: dict[str, Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="print the catalogue as JSON")
 def catalogue(directory: Path, controllers: str | None, as_json: bool) -> None:
     """Topics, consumer groups and broker groups (endpoint, writable) the controllers keep."""
-    found = call(*admins(directory, controllers), "GET", "/v1/catalogue")
+    found = call(*admins(directory, controllers), "GET", "/v1/catalogue", headers=bearer(directory))
     click.echo(json.dumps(found, indent=2) if as_json else "\n".join(catalogue_lines(found)))
 
 
 def _write(directory: Path, controllers: str | None, method: str, path: str, body: Any) -> None:
     """One write on the leader, its outcome in one line."""
-    answer = call(*admins(directory, controllers), method, path, json=body)
+    answer = call(
+        *admins(directory, controllers), method, path, json=body, headers=bearer(directory)
+    )
     version = answer.get("version")
     click.echo(answer["message"] + ("" if version is None else f" (catalogue version {version})"))
 

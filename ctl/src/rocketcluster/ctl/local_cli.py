@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from rocketcluster.api.cluster import ManifestError
+from rocketcluster.ctl.local.auth import admin_token_path, users_path
 from rocketcluster.ctl.local.runtime import LocalRuntime, LocalRuntimeError
 
 DEFAULT_DIR = Path(".rocketcluster")
@@ -55,6 +56,13 @@ def up(manifest: Path, directory: Path, timeout: float) -> None:
             f"TLS on every port; the CA is {ca}. Official clients: tls_enable=True with "
             f"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={ca} in their environment; "
             f"curl --cacert {ca} https://<admin>/readyz"
+        )
+    users = users_path(Path(directory))
+    if users.exists():  # security.auth: where the keys are (local/auth.py)
+        click.echo(
+            f"auth: users in {users} (0600): `rocketctl user list --dir {directory}`, "
+            f"`rocketctl user keys NAME --dir {directory}`; admin token in "
+            f"{admin_token_path(Path(directory))}"
         )
 
 

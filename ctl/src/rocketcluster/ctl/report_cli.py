@@ -11,9 +11,11 @@ from typing import Any
 
 import click
 
+from rocketcluster.api.auth import ADMIN_TOKEN_ENV
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.cluster import ALL_HEALTH_JOBS
 from rocketcluster.api.tls import admin_scheme
+from rocketcluster.ctl.admin_token import admin_token
 from rocketcluster.ctl.local.runtime import LocalRuntime, client_tls
 
 
@@ -106,6 +108,9 @@ def report(
     found = list(controllers)
     if inputs is None and not found:
         name, found, brokers = local_cluster(directory)
+    token = admin_token(directory)
+    if token:  # security.auth: the jobs' cluster reader (and its Spark workers) read it
+        os.environ.setdefault(ADMIN_TOKEN_ENV, token)
     try:
         request = ReportRequest(
             out=out,

@@ -18,6 +18,7 @@ from rocketcluster.api.client.admin import AdminClient
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.broker.store import FlushMode, StoreConfig
 from rocketcluster.ctl.client_errors import CLIENT_LOGGER
+from rocketcluster.ctl.local.auth import local_admin_token
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
 T = TypeVar("T")
@@ -85,7 +86,12 @@ class LocalBroker:
         return str(self.process["addresses"]["admin"])
 
     def admin(self) -> AdminClient:
-        return AdminClient(self.admin_address, tls=self.runtime.client_tls())  # https under TLS
+        """The broker's admin client: https under TLS, the admin token when auth is on."""
+        return AdminClient(
+            self.admin_address,
+            tls=self.runtime.client_tls(),
+            token=local_admin_token(self.runtime.directory),
+        )
 
     def kill(self) -> None:
         self.runtime.kill(self.name)

@@ -24,6 +24,7 @@ from rocketcluster.api.client.admin import AdminClient, AdminError
 from rocketcluster.api.tls import ClientTls
 from rocketcluster.api.units import binary_size
 from rocketcluster.ctl.admin_cli import ADMIN_ENV
+from rocketcluster.ctl.admin_token import admin_token
 from rocketcluster.ctl.local.runtime import LocalRuntime, client_tls
 
 # A status call is cheap; a broker that takes longer than this is reported as not
@@ -43,6 +44,7 @@ class Target:
     admin: str
     # The local cluster's CA and rocketctl's certificate when it runs TLS.
     tls: ClientTls | None = None
+    token: str | None = None  # security.auth: the admin token (admin_token.py)
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ def targets(directory: Path, given: tuple[str, ...]) -> list[Target]:
     """The ``--admin`` addresses, else every broker of the local cluster in
     ``directory`` (from its own state: no port convention needed)."""
     if given:
-        return [Target(a, a) for a in dict.fromkeys(given)]
+        return [Target(a, a, token=admin_token(None)) for a in dict.fromkeys(given)]
     state = LocalRuntime(directory).state()
     if state is None:
         raise click.ClickException(
@@ -77,7 +79,9 @@ def targets(directory: Path, given: tuple[str, ...]) -> list[Target]:
             f"${ADMIN_ENV}), or start one with `rocketctl local up --dir {directory}`"
         )
     found = [
-        Target(str(p["name"]), str(p["addresses"]["admin"]), client_tls(state))
+        Target(
+            str(p["name"]), str(p["addresses"]["admin"]), client_tls(state), admin_token(directory)
+        )
         for p in state["processes"]
         if p["role"] == "broker"
     ]
@@ -88,7 +92,9 @@ def targets(directory: Path, given: tuple[str, ...]) -> list[Target]:
 
 def ask(target: Target, timeout: float = TIMEOUT_S) -> TierAnswer:
     try:
-        with AdminClient(target.admin, timeout=timeout, tls=target.tls) as client:
+        with AdminClient(
+            target.admin, timeout=timeout, tls=target.tls, token=target.token
+        ) as client:
             return TierAnswer(target, document=client.tier_status())
     except AdminError as exc:
         return TierAnswer(target, error=str(exc))
@@ -295,7 +301,9 @@ def flush(directory: Path, admins: tuple[str, ...]) -> None:
     failed = False
     for target in targets(directory, admins):
         try:
-            with AdminClient(target.admin, timeout=FLUSH_TIMEOUT_S, tls=target.tls) as client:
+            with AdminClient(
+                target.admin, timeout=FLUSH_TIMEOUT_S, tls=target.tls, token=target.token
+            ) as client:
                 done = client.tier_flush()
         except AdminError as exc:
             failed = True

@@ -48,10 +48,13 @@ async def _call(
     body: Any = None,
     timeout: float = TIMEOUT_S,  # noqa: ASYNC109 (httpx's own timeout, per request)
     server_name: str | None = None,
+    token: str | None = None,
 ) -> Any:
     """``server_name``: https, the certificate checked for that name (sent as SNI)
-    rather than for the pod IP dialled (trust.py)."""
+    rather than for the pod IP dialled (trust.py); ``token``: the cluster's admin token
+    (security.auth)."""
     extensions = {"sni_hostname": server_name} if server_name else None
+    headers = {"authorization": f"Bearer {token}"} if token else None
     try:
         answer = await http.request(
             method,
@@ -59,6 +62,7 @@ async def _call(
             json=body,
             timeout=timeout,
             extensions=extensions,
+            headers=headers,
         )
     except httpx.HTTPError as exc:
         raise AdminError(f"{method} {path} on {ip}: {exc!r}") from exc
@@ -82,6 +86,7 @@ class ControllerAdmin:
     http: httpx.AsyncClient
     members: dict[int, str]
     server_name: str | None = None  # https, checked for this name (trust.py)
+    token: str | None = None  # security.auth: the cluster's admin token
 
     async def cluster_views(self) -> dict[int, dict[str, Any]]:
         """``/v1/cluster`` of every member that answers."""
@@ -89,7 +94,12 @@ class ControllerAdmin:
         async def one(member: int, ip: str) -> tuple[int, dict[str, Any] | None]:
             try:
                 view = await _call(
-                    self.http, "GET", ip, "/v1/cluster", server_name=self.server_name
+                    self.http,
+                    "GET",
+                    ip,
+                    "/v1/cluster",
+                    server_name=self.server_name,
+                    token=self.token,
                 )
                 return member, view
             except AdminError:
@@ -119,7 +129,14 @@ class ControllerAdmin:
             ip = await self.leader_ip()
             try:
                 return await _call(
-                    self.http, method, ip, path, body, timeout, server_name=self.server_name
+                    self.http,
+                    method,
+                    ip,
+                    path,
+                    body,
+                    timeout,
+                    server_name=self.server_name,
+                    token=self.token,
                 )
             except AdminError as exc:
                 if exc.status != 421 or attempt:
@@ -183,9 +200,12 @@ class BrokerAdmin:
     http: httpx.AsyncClient
     ip: str
     server_name: str | None = None  # https, checked for this name (trust.py)
+    token: str | None = None  # security.auth: the cluster's admin token
 
     async def get(self, path: str) -> Any:
-        return await _call(self.http, "GET", self.ip, path, server_name=self.server_name)
+        return await _call(
+            self.http, "GET", self.ip, path, server_name=self.server_name, token=self.token
+        )
 
     async def broker(self) -> dict[str, Any] | None:
         try:

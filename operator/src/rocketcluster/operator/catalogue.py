@@ -26,6 +26,7 @@ from rocketcluster.operator.kube.apply import Applier
 from rocketcluster.operator.kube.client import KubeClient
 from rocketcluster.operator.observe import pod_state
 from rocketcluster.operator.trust import AdminHttp, AdminTrust
+from rocketcluster.operator.users import admin_token
 
 
 class CatalogueRefused(ValueError):
@@ -84,6 +85,7 @@ class CatalogueReconciler:
         self._trust = trust
         # The named cluster's admin client (https with its CA under TLS): set by _admin.
         self._admin_http = AdminHttp(http)
+        self._token: str | None = None  # security.auth: the cluster's admin token
 
     async def _admin(self, namespace: str, cluster: str) -> ControllerAdmin:
         found = await self._client.get(kube.API_VERSION, "RocketCluster", namespace, cluster)
@@ -97,6 +99,7 @@ class CatalogueReconciler:
             except ValidationError as exc:
                 raise CatalogueWaiting(f"RocketCluster {namespace}/{cluster} is invalid") from exc
             self._admin_http = await self._trust.for_cluster(spec)
+        self._token = await admin_token(self._client, found)
         pods = await self._client.list(
             "v1",
             "Pod",
@@ -111,7 +114,8 @@ class CatalogueReconciler:
                 members[int(name.rsplit("-", 1)[-1]) + 1] = ip
         if not members:
             raise CatalogueWaiting(f"the controllers of {cluster} are not running yet")
-        return ControllerAdmin(self._admin_http.client, members, self._admin_http.server_name)
+        http = self._admin_http
+        return ControllerAdmin(http.client, members, http.server_name, self._token)
 
     async def put(self, body: dict[str, Any]) -> None:
         try:
@@ -155,7 +159,9 @@ class CatalogueReconciler:
 
         async def applied(pod: dict[str, Any]) -> int:
             http = self._admin_http
-            info = await BrokerAdmin(http.client, pod["status"]["podIP"], http.server_name).broker()
+            info = await BrokerAdmin(
+                http.client, pod["status"]["podIP"], http.server_name, self._token
+            ).broker()
             return int((info or {}).get("catalogueVersion", -1))
 
         versions = await asyncio.gather(*(applied(p) for p in ready))

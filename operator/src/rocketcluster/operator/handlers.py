@@ -1,6 +1,8 @@
 """The kopf handlers: thin. A RocketCluster is reconciled by one timer per object (one
 reconciliation at a time, each tick from the observed state); RocketTopic and
-RocketConsumerGroup are put into (and removed from) their cluster's catalogue.
+RocketConsumerGroup are put into (and removed from) their cluster's catalogue; a
+RocketUser gets its Secret (its cluster's tick puts it into the users Secret; its
+Secret, owned by it, goes when it goes).
 Everything they do lives in ``reconcile`` and ``catalogue``."""
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rocketcluster.operator.kube.client import KubeApiError, KubeClient, KubeUna
 from rocketcluster.operator.kube.connection import KubeConfigError, discover
 from rocketcluster.operator.reconcile import ClusterMemory, ClusterReconciler
 from rocketcluster.operator.trust import AdminTrust
+from rocketcluster.operator.users import UserRefused, UsersReconciler, UserWaiting
 
 TICK_S = float(os.environ.get("ROCKETCLUSTER_TICK_SECONDS", "2"))
 log = logging.getLogger("rocketcluster.operator")
@@ -126,4 +129,19 @@ async def delete_entry(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     try:
         await _catalogue(memo).delete(dict(body))
     except (KubeUnavailable, KubeApiError, AdminError) as exc:
+        raise kopf.TemporaryError(str(exc), delay=5) from exc
+
+
+@kopf.on.resume(kube.GROUP, kube.VERSION, "rocketusers")
+@kopf.on.create(kube.GROUP, kube.VERSION, "rocketusers")
+@kopf.on.update(kube.GROUP, kube.VERSION, "rocketusers")
+async def put_user(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    services: Services = memo.services
+    try:
+        await UsersReconciler(services.client, services.applier).put(dict(body))
+    except UserRefused as exc:
+        raise kopf.PermanentError(str(exc)) from exc
+    except UserWaiting as exc:
+        raise kopf.TemporaryError(str(exc), delay=5) from exc
+    except (KubeUnavailable, KubeApiError) as exc:
         raise kopf.TemporaryError(str(exc), delay=5) from exc

@@ -83,6 +83,8 @@ class Observer:
         # The admin APIs' client for the cluster observed last (https with its CA when
         # it runs TLS: set by observe()).
         self._admin_http = AdminHttp(http)
+        # security.auth: the cluster's admin token (set by the reconciler each tick).
+        self.admin_token: str | None = None
 
     async def observe(
         self,
@@ -154,7 +156,7 @@ class Observer:
                 )
             )
         return ControllerObservation(tuple(members)), ControllerAdmin(
-            self._admin_http.client, addresses, self._admin_http.server_name
+            self._admin_http.client, addresses, self._admin_http.server_name, self.admin_token
         )
 
     async def _raft(
@@ -230,7 +232,9 @@ class Observer:
         return out
 
     def _broker_admin(self, ip: str) -> BrokerAdmin:
-        return BrokerAdmin(self._admin_http.client, ip, self._admin_http.server_name)
+        return BrokerAdmin(
+            self._admin_http.client, ip, self._admin_http.server_name, self.admin_token
+        )
 
     async def _broker_info(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         ip = (pod.get("status") or {}).get("podIP")

@@ -40,6 +40,7 @@ from rocketcluster.operator.render import render_cluster
 from rocketcluster.operator.render.brokers import client_endpoint
 from rocketcluster.operator.render.tls import TlsSpecError
 from rocketcluster.operator.trust import AdminTrust
+from rocketcluster.operator.users import UsersReconciler
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class ClusterReconciler:
         self._client = client
         self._applier = applier
         self._observer = Observer(client, http, trust)
+        self._users = UsersReconciler(client, applier)
         self._events = events or (lambda kind, reason, message: None)
 
     async def reconcile(self, body: dict[str, Any], memory: ClusterMemory) -> RocketClusterStatus:
@@ -97,13 +99,14 @@ class ClusterReconciler:
             )
             await self._write_status(body, status, memory)
             return status
-        # 1. render
+        # 1. render (and, with security.auth, its Secrets: users.py)
         try:
             rendered = render_cluster(cluster)
         except TlsSpecError as exc:  # e.g. TLS on without the Secret: say what to set
             status = assess(Assessment(generation, "", (), None, {}, invalid=str(exc)))
             await self._write_status(body, status, memory)
             return status
+        self._observer.admin_token = await self._users.sync(cluster)
         workloads = {
             o["metadata"]["name"]: o for o in rendered if o["kind"] in ("StatefulSet", "Deployment")
         }

@@ -69,13 +69,19 @@ class ControllerApi:
     addresses: Sequence[str]
     timeout: float = 10.0
     errors: list[str] = field(default_factory=list)
+    token: str | None = None  # the cluster's admin token when security.auth is on
 
     def get(self, path: str, **params: Any) -> Any:
         self.errors.clear()
         for address in self.addresses:
             base = address if address.startswith("http") else f"http://{address}"
             try:
-                answer = httpx.get(f"{base}{path}", params=params, timeout=self.timeout)
+                answer = httpx.get(
+                    f"{base}{path}",
+                    params=params,
+                    timeout=self.timeout,
+                    headers=_bearer(self.token),
+                )
             except httpx.HTTPError as exc:
                 self.errors.append(f"{address}: {exc}")
                 continue
@@ -103,12 +109,16 @@ class ControllerApi:
         return found
 
 
-def first_answering(group: GroupReplicas) -> AdminClient:
+def _bearer(token: str | None) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"} if token else {}
+
+
+def first_answering(group: GroupReplicas, token: str | None = None) -> AdminClient:
     """An admin client on the first replica of ``group`` that is up (master first): the
     stats topic is replicated, so any of them serves the same offsets."""
     problems = []
     for address in group.admin:
-        client = AdminClient(address, timeout=10.0)
+        client = AdminClient(address, timeout=10.0, token=token)
         if client.ready():
             return client
         problems.append(address)

@@ -16,6 +16,7 @@ the push-down got. Rows leave as Arrow record batches.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from rocketcluster.api.auth import ADMIN_TOKEN_ENV
 from rocketcluster.api.stats import StatsSnapshot
 from rocketcluster.jobs import tables
 from rocketcluster.jobs.cluster import (
@@ -192,6 +194,12 @@ def _options(options: Mapping[str, str]) -> tuple[str, list[str], dict[str, list
     return table, controllers, broker_admin
 
 
+def admin_token(options: Mapping[str, str]) -> str | None:
+    """The admin token when the cluster's security.auth is on: option adminToken, else
+    $ROCKETCLUSTER_ADMIN_TOKEN (the health report CronJob sets it from the Secret)."""
+    return options.get("adminToken") or os.environ.get(ADMIN_TOKEN_ENV) or None
+
+
 class RocketClusterDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -203,7 +211,9 @@ class RocketClusterDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         table, controllers, broker_admin = _options(self.options)
-        return ClusterReader(table, controllers, broker_admin, schema)
+        reader = ClusterReader(table, controllers, broker_admin, schema)
+        reader.token = admin_token(self.options)
+        return reader
 
 
 class ClusterReader(DataSourceReader):
@@ -219,6 +229,7 @@ class ClusterReader(DataSourceReader):
         self.broker_admin = {k: list(v) for k, v in broker_admin.items()}
         self.schema = schema
         self.bounds = Bounds()
+        self.token: str | None = None  # security.auth (admin_token)
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         for f in filters:
@@ -230,7 +241,7 @@ class ClusterReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         if self.controllers:
-            known = ControllerApi(self.controllers).groups(self.broker_admin)
+            known = ControllerApi(self.controllers, token=self.token).groups(self.broker_admin)
         else:  # a single broker without controllers: no events, its own stats
             known = [GroupReplicas(n, tuple(a)) for n, a in sorted(self.broker_admin.items())]
         groups = [g for g in known if self.bounds.keeps_group(g.name)]
@@ -244,7 +255,7 @@ class ClusterReader(DataSourceReader):
         return found or [StatsPartition("", (), 0, 0)]
 
     def _stats_partitions(self, group: GroupReplicas) -> list[StatsPartition]:
-        with first_answering(group) as admin:
+        with first_answering(group, self.token) as admin:
             start, end = stats_offset_range(admin, self.bounds.since_ms)
         return [
             StatsPartition(group.name, group.admin, lo, min(lo + SNAPSHOTS_PER_PARTITION, end))
@@ -263,7 +274,7 @@ class ClusterReader(DataSourceReader):
     def _event_rows(self, partition: EventsPartition) -> Iterator[dict[str, Any]]:
         if not partition.group:
             return
-        api = ControllerApi(self.controllers)
+        api = ControllerApi(self.controllers, token=self.token)
         for event in api.events(self.bounds.since_ms or 0, partition.group):
             row = event_row(event)
             if self.bounds.keeps_time(row["time"]):
@@ -273,7 +284,7 @@ class ClusterReader(DataSourceReader):
         if partition.start >= partition.end:
             return
         group = GroupReplicas(partition.group, partition.admin)
-        with first_answering(group) as admin:
+        with first_answering(group, self.token) as admin:
             for snapshot in read_snapshots(admin, partition.start, partition.end):
                 if self.bounds.keeps_time(snapshot.time) and self.bounds.keeps_group(
                     snapshot.broker_group

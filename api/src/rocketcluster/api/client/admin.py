@@ -101,11 +101,21 @@ def _snapshot(raw: dict[str, Any]) -> StatsSnapshot:
 
 class AdminClient:
     def __init__(
-        self, address: str, timeout: float = 10.0, *, tls: ClientTls | None = None
+        self,
+        address: str,
+        timeout: float = 10.0,
+        *,
+        tls: ClientTls | None = None,
+        token: str | None = None,
     ) -> None:
+        """``tls``: the CA to trust (the cluster's security.tls is on); ``token``: the
+        admin token, sent as ``Authorization: Bearer`` (security.auth is on)."""
         scheme = "https" if tls is not None else "http"
         self.base = address if address.startswith("http") else f"{scheme}://{address}"
-        self._http = httpx.Client(base_url=self.base, timeout=timeout, verify=http_verify(tls))
+        headers = {"authorization": f"Bearer {token}"} if token else None
+        self._http = httpx.Client(
+            base_url=self.base, timeout=timeout, verify=http_verify(tls), headers=headers
+        )
 
     def close(self) -> None:
         self._http.close()

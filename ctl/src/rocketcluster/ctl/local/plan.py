@@ -39,6 +39,8 @@ class ProxyConfig:
     # TlsFiles (JSON) when the cluster runs TLS: the proxy's admin serves https and it
     # reads the controllers' admin over https; client traffic passes through as bytes.
     tls: dict[str, str] | None = None
+    # security.auth: the controllers' admin API wants this token.
+    admin_token_file: str | None = None
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.__dict__, indent=2))

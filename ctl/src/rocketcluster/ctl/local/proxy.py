@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from rocketcluster.api.auth import read_token
 from rocketcluster.api.broker_config import split_registered
 from rocketcluster.api.tls import ClientTls, TlsFiles, admin_scheme, http_verify, server_ssl_context
 
@@ -197,7 +198,11 @@ async def run(config: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with httpx.AsyncClient(timeout=1.0, verify=http_verify(client_tls)) as http:
+    token_file = config.get("admin_token_file")
+    headers = {"authorization": f"Bearer {read_token(Path(token_file))}"} if token_file else {}
+    async with httpx.AsyncClient(
+        timeout=1.0, verify=http_verify(client_tls), headers=headers
+    ) as http:
         while not stop.is_set():
             masters = await _masters(http, config["controllers"], admin_scheme(client_tls))
             if masters is not None:

@@ -32,6 +32,7 @@ from rocketcluster.api.cluster import RocketCluster, TieredBackend, load_manifes
 from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.api.tls import ClientTls, TlsFiles, admin_scheme, http_verify
 from rocketcluster.ctl.local.addresses import allocate
+from rocketcluster.ctl.local.auth import prepare_local_auth
 from rocketcluster.ctl.local.plan import ProcessPlan, ProxyConfig, hosts_needed, plan_cluster
 from rocketcluster.ctl.local.tls import issue_local_tls
 
@@ -122,8 +123,15 @@ class LocalRuntime:
             raise LocalRuntimeError(
                 f"{cluster.name} needs {hosts_needed(cluster)} host addresses, got {len(hosts)}"
             )
+        auth = prepare_local_auth(cluster, self.directory)
+        if auth is not None:  # security.auth: the processes read DIR/auth/ (local/auth.py)
+            overrides = {"auth": auth, **(overrides or {})}
+            controller_overrides = {"auth": auth, **(controller_overrides or {})}
         plans = plan_cluster(cluster, self.directory, hosts, overrides, controller_overrides)
         tls = issue_local_tls(self.directory, plans) if cluster.spec.security.tls.enabled else None
+        for plan in plans:
+            if auth is not None and isinstance(plan.config, ProxyConfig):
+                plan.config.admin_token_file = str(auth.admin_token_file)
         for tier in own_tier_directories(plans, self.directory):
             tier.mkdir(parents=True, exist_ok=True)
         if argv_prefix is not None:

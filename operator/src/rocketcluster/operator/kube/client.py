@@ -34,6 +34,7 @@ PLURALS: Final[dict[str, dict[str, str]]] = {
         "RocketCluster": "rocketclusters",
         "RocketConsumerGroup": "rocketconsumergroups",
         "RocketTopic": "rockettopics",
+        "RocketUser": "rocketusers",
     },
 }
 

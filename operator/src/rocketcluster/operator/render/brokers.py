@@ -20,7 +20,7 @@ from rocketcluster.api.broker_config import (
 )
 from rocketcluster.api.cluster import RocketCluster, TieredBackend
 from rocketcluster.api.process_settings import broker_settings
-from rocketcluster.operator.render import pods, tls
+from rocketcluster.operator.render import auth, pods, tls
 from rocketcluster.operator.render.controllers import member_addresses
 from rocketcluster.operator.render.hashing import pod_hash
 from rocketcluster.operator.render.meta import (
@@ -81,6 +81,7 @@ def process_config(cluster: RocketCluster, group: str, replica: int) -> BrokerPr
     if replicated:  # a broker follows its role on its pod's label: the Service selects it
         settings["label_pod_role"] = True
     settings["tls"] = tls.files(cluster)
+    settings["auth"] = auth.process_auth(cluster, users=True)
     return BrokerProcessConfig.model_validate(settings)
 
 
@@ -192,6 +193,7 @@ def broker_container(cluster: RocketCluster) -> dict[str, Any]:
         cluster.spec.image,
     )
     container["env"] += tier_env(cluster)
+    container["volumeMounts"] += auth.volumes(cluster, users=True)[1]
     tier = tier_volume(cluster)
     if tier is not None:
         container["volumeMounts"].append(tier[1])
@@ -215,6 +217,7 @@ def statefulset(cluster: RocketCluster, group: str) -> K8sObject:
     if tier is not None:
         spec["volumes"].append(tier[0])
     tls.add_to_pod(cluster, spec)
+    spec["volumes"] += auth.volumes(cluster, users=True)[0]
     annotations = {
         kube.ANNOTATION_POD_HASH: pod_hash(spec, shared_settings(cluster, group)),
         **pods.scrape_annotations(https=tls.enabled(cluster)),

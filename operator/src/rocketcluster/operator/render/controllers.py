@@ -13,7 +13,7 @@ from rocketcluster.api.broker_config import ADMIN_PORT, CONTROLLER_PORT
 from rocketcluster.api.cluster import ClaimRetention, RocketCluster
 from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
 from rocketcluster.api.process_settings import controller_settings
-from rocketcluster.operator.render import pods, tls
+from rocketcluster.operator.render import auth, pods, tls
 from rocketcluster.operator.render.hashing import pod_hash
 from rocketcluster.operator.render.meta import (
     K8sObject,
@@ -61,6 +61,7 @@ def process_config(cluster: RocketCluster, index: int) -> ControllerProcessConfi
             "data_dir": Path(kube.DATA_DIR),
             "bind_host": "0.0.0.0",
             "tls": tls.files(cluster),
+            "auth": auth.process_auth(cluster, users=False),
         }
     )
 
@@ -144,6 +145,9 @@ def deployment(cluster: RocketCluster, index: int) -> K8sObject:
         config_map=kube.controller_config_name(cluster.name),
     )
     tls.add_to_pod(cluster, spec)
+    auth_volumes, auth_mounts = auth.volumes(cluster, users=False)
+    spec["volumes"] += auth_volumes
+    spec["containers"][0]["volumeMounts"] += auth_mounts
     settings = process_config(cluster, index).model_dump(mode="json", by_alias=True)
     annotations = {
         kube.ANNOTATION_POD_HASH: pod_hash(spec, settings),

@@ -25,9 +25,10 @@ from typing import Any, Final
 import yaml
 
 from rocketcluster.api import kube
+from rocketcluster.api.auth import ADMIN_TOKEN_ENV, ADMIN_TOKEN_KEY
 from rocketcluster.api.broker_config import ADMIN_PORT
 from rocketcluster.api.cluster import ClaimRetention, HealthReportsSpec, RocketCluster
-from rocketcluster.operator.render import pods, tls
+from rocketcluster.operator.render import auth, pods, tls
 from rocketcluster.operator.render.controllers import member_names
 from rocketcluster.operator.render.meta import K8sObject, component_selector, labels, metadata
 
@@ -201,6 +202,7 @@ def _container(cluster: RocketCluster) -> dict[str, Any]:
             {"name": "PYSPARK_DRIVER_PYTHON", "value": IMAGE_PYTHON},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
             {"name": "HOME", "value": "/tmp"},  # the root filesystem is read-only
+            *_token_env(cluster),
         ],
         "volumeMounts": mounts,
         "securityContext": pods.container_security(),
@@ -213,6 +215,14 @@ def _container(cluster: RocketCluster) -> dict[str, Any]:
         mounts.append({"name": tls.VOLUME, "mountPath": tls.TLS_DIR, "readOnly": True})
         out["env"].append({"name": "SSL_CERT_FILE", "value": f"{tls.TLS_DIR}/{tls.CA_KEY}"})
     return out
+
+
+def _token_env(cluster: RocketCluster) -> list[dict[str, Any]]:
+    """security.auth: the admin token the job's cluster reader sends (jobs/source.py)."""
+    if not auth.enabled(cluster):
+        return []
+    ref = {"name": auth.token_secret(cluster), "key": ADMIN_TOKEN_KEY}
+    return [{"name": ADMIN_TOKEN_ENV, "valueFrom": {"secretKeyRef": ref}}]
 
 
 def _volumes(cluster: RocketCluster) -> list[dict[str, Any]]:

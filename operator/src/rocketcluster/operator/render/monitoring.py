@@ -28,6 +28,7 @@ import json
 from typing import Any, Final
 
 from rocketcluster.api import kube
+from rocketcluster.api.auth import ADMIN_TOKEN_KEY
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.operator.monitoring.alerts import rule_groups
 from rocketcluster.operator.monitoring.conventions import (
@@ -36,7 +37,7 @@ from rocketcluster.operator.monitoring.conventions import (
     JOB_PREFIX,
 )
 from rocketcluster.operator.monitoring.packaged import dashboards
-from rocketcluster.operator.render import tls
+from rocketcluster.operator.render import auth, tls
 from rocketcluster.operator.render.meta import K8sObject, component_selector, metadata
 
 COMPONENT: Final = "monitoring"
@@ -64,6 +65,16 @@ def owner_selector(cluster: RocketCluster) -> dict[str, str]:
 
 
 def pod_monitor(cluster: RocketCluster) -> K8sObject:
+    monitor = _pod_monitor(cluster)
+    if auth.enabled(cluster):  # /metrics wants the admin token (render/auth.py)
+        monitor["spec"]["podMetricsEndpoints"][0]["bearerTokenSecret"] = {
+            "name": auth.token_secret(cluster),
+            "key": ADMIN_TOKEN_KEY,
+        }
+    return monitor
+
+
+def _pod_monitor(cluster: RocketCluster) -> K8sObject:
     return {
         "apiVersion": MONITORING_API,
         "kind": "PodMonitor",

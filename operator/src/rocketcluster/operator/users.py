@@ -1,0 +1,180 @@
+"""``security.auth`` in the API server: the admin token Secret, one Secret per user and
+the users Secret the brokers mount (what each holds: render/auth.py).
+
+:class:`UsersReconciler` keeps them, for a cluster on every tick (``sync``) and for a
+RocketUser when it changes (``put``): a Secret that holds a key is never
+overwritten (the user's own, or rotated by hand); a missing one is created with a
+random key. The users Secret is rewritten only when its content changes; the kubelet
+then updates the mounted file and the brokers re-read it within seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from rocketcluster.api import kube
+from rocketcluster.api.auth import (
+    ADMIN_TOKEN_KEY,
+    SECRET_KEY,
+    UserCredentials,
+    generate_admin_token,
+    generate_secret_key,
+)
+from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.status import Condition, merge_conditions, now_rfc3339
+from rocketcluster.api.user_resource import (
+    RocketUser,
+    UserStatus,
+    admin_token_secret_name,
+    user_secret_name,
+)
+from rocketcluster.api.users import UserSpec
+from rocketcluster.operator.kube.apply import Applier
+from rocketcluster.operator.kube.client import KubeClient
+from rocketcluster.operator.render import auth
+
+ROCKET_USER = "RocketUser"
+
+
+class UserRefused(ValueError):
+    """A RocketUser that can never be put as it is (a person must change it)."""
+
+
+class UserWaiting(RuntimeError):
+    """Not yet: its RocketCluster does not exist or has auth off (retried)."""
+
+
+def rocket_user(body: dict[str, Any]) -> RocketUser:
+    meta = {"name": body["metadata"]["name"], "namespace": body["metadata"].get("namespace")}
+    try:
+        return RocketUser.model_validate({"metadata": meta, "spec": body.get("spec") or {}})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise UserRefused(f"RocketUser {meta['name']}: {problems}") from exc
+
+
+async def admin_token(client: KubeClient, raw_cluster: dict[str, Any]) -> str | None:
+    """The admin token of a RocketCluster (as the API returned it), None with auth off
+    or before the operator made it."""
+    spec = raw_cluster.get("spec") or {}
+    auth_spec = (spec.get("security") or {}).get("auth") or {}
+    if not auth_spec.get("enabled"):
+        return None
+    meta = raw_cluster["metadata"]
+    name = admin_token_secret_name(meta["name"], auth_spec.get("adminTokenSecret"))
+    secret = await client.get("v1", "Secret", meta.get("namespace", "default"), name)
+    return auth.secret_text(secret, ADMIN_TOKEN_KEY)
+
+
+class UsersReconciler:
+    def __init__(self, client: KubeClient, applier: Applier) -> None:
+        self._client = client
+        self._applier = applier
+
+    async def sync(self, cluster: RocketCluster) -> str | None:
+        """Every auth Secret of ``cluster``; the admin token (None with auth off)."""
+        if not auth.enabled(cluster):
+            return None
+        token = await self._admin_token(cluster)
+        users = [await self._credentials(cluster, user, None) for user in cluster.spec.users]
+        named = {u.access_key for u in users}
+        for body in await self._rocket_users(cluster):
+            try:
+                resource = rocket_user(body)
+            except UserRefused:
+                continue  # its own handler reports it
+            if resource.user().name in named:
+                continue  # spec.users wins a clash; the RocketUser's status says so
+            users.append(await self._credentials(cluster, resource.user(), body))
+        desired = auth.users_secret(cluster, users)
+        live = await self._client.get(
+            "v1", "Secret", cluster.metadata.namespace, desired["metadata"]["name"]
+        )
+        if (live or {}).get("data") != desired["data"]:
+            await self._applier.apply(desired)
+        return token
+
+    async def _admin_token(self, cluster: RocketCluster) -> str:
+        name = auth.token_secret(cluster)
+        live = await self._client.get("v1", "Secret", cluster.metadata.namespace, name)
+        token = auth.secret_text(live, ADMIN_TOKEN_KEY)
+        if token is None:
+            token = generate_admin_token()
+            await self._applier.apply(auth.admin_token_secret(cluster, token))
+        return token
+
+    async def _credentials(
+        self, cluster: RocketCluster, user: UserSpec, owner: dict[str, Any] | None
+    ) -> UserCredentials:
+        """The user's keys from its Secret, made first when missing."""
+        name = user_secret_name(cluster.name, user.name)
+        live = await self._client.get("v1", "Secret", cluster.metadata.namespace, name)
+        key = auth.secret_text(live, SECRET_KEY)
+        if key is None or len(key) < 16:
+            key = generate_secret_key()
+            reference = auth.owner_reference(owner) if owner is not None else None
+            await self._applier.apply(auth.user_secret(cluster, user, key, reference))
+        return UserCredentials.of(user, key)
+
+    async def _rocket_users(self, cluster: RocketCluster) -> list[dict[str, Any]]:
+        found = await self._client.list(
+            kube.API_VERSION, ROCKET_USER, cluster.metadata.namespace, {}
+        )
+        return [b for b in found if (b.get("spec") or {}).get("cluster") == cluster.name]
+
+    async def put(self, body: dict[str, Any]) -> None:
+        """A RocketUser created or changed: its Secret, then its status. The cluster's
+        next tick puts it into the users Secret."""
+        try:
+            resource = rocket_user(body)
+        except UserRefused as exc:
+            await self._status(body, "", "", False, "InvalidSpec", str(exc))
+            raise
+        namespace = body["metadata"]["namespace"]
+        raw = await self._client.get(
+            kube.API_VERSION, "RocketCluster", namespace, resource.spec.cluster
+        )
+        if raw is None:
+            message = f"RocketCluster {namespace}/{resource.spec.cluster} does not exist"
+            await self._status(body, "", "", False, "ClusterMissing", message)
+            raise UserWaiting(message)
+        cluster = RocketCluster.model_validate(
+            {"metadata": raw["metadata"], "spec": raw.get("spec") or {}}
+        )
+        user = resource.user()
+        secret = user_secret_name(cluster.name, user.name)
+        if not auth.enabled(cluster):
+            message = f"{cluster.name} has security.auth off: its clients need no credentials"
+            await self._status(body, user.name, "", False, "AuthDisabled", message)
+            raise UserWaiting(message)
+        if any(u.name == user.name for u in cluster.spec.users):
+            message = f"{cluster.name}'s spec.users already has {user.name!r}: that one applies"
+            await self._status(body, user.name, secret, False, "Conflict", message)
+            raise UserRefused(message)
+        await self._credentials(cluster, user, body)
+        await self._status(body, user.name, secret, True, "SecretReady", f"keys in Secret {secret}")
+
+    async def _status(
+        self, body: dict[str, Any], name: str, secret: str, ready: bool, reason: str, message: str
+    ) -> None:
+        old = UserStatus.model_validate(body.get("status") or {})
+        condition = Condition(
+            type="Ready",
+            status="True" if ready else "False",
+            reason=reason,
+            message=message[:1000],
+            observed_generation=body["metadata"].get("generation"),
+        )
+        status = UserStatus(
+            observed_generation=body["metadata"].get("generation"),
+            conditions=merge_conditions(old.conditions, [condition], now_rfc3339()),
+            name=name,
+            secret_name=secret,
+        )
+        await self._applier.apply_status(
+            body, status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        )
