@@ -34,3 +34,25 @@ def test_system_topic_names() -> None:
     assert dlq_topic("g1") == "%DLQ%g1"
     assert retry_topic("g1") == "%RETRY%g1"
     TopicSpec(name=dlq_topic("g1"))  # system names are valid topic names
+
+
+def test_a_topic_limit_above_the_brokers_is_refused() -> None:
+    from rocketcluster.api.cluster import RocketCluster
+
+    def cluster(topic_max: int) -> RocketCluster:
+        return RocketCluster.model_validate(
+            {
+                "metadata": {"name": "c"},
+                "spec": {
+                    "controller": {"replicas": 0},
+                    "brokers": {"maxMessageBytes": 1000},
+                    "topics": [{"name": "t", "maxMessageBytes": topic_max}],
+                },
+            }
+        )
+
+    assert cluster(1000).spec.topics[0].max_message_bytes == 1000
+    with pytest.raises(ValidationError, match=r"t \(1001\)"):
+        cluster(1001)
+    with pytest.raises(ValidationError):
+        TopicSpec.model_validate({"name": "t", "maxProduceRate": 0})

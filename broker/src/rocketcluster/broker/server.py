@@ -21,6 +21,7 @@ from rocketcluster.api.generated import ha_pb2_grpc
 from rocketcluster.broker.admin.app import create_admin_app
 from rocketcluster.broker.ha.role import Role, RoleManager
 from rocketcluster.broker.kube_label import HttpPodPatcher, PodLabeler, PodTarget
+from rocketcluster.broker.messaging.admission import ClientAdmission, server_options
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.messaging.service import MessagingServicer
@@ -142,13 +143,14 @@ class BrokerServer:
         )
         self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
         server = grpc.aio.server(
+            interceptors=[ClientAdmission(cfg.client_limits, self.runtime.metrics.observe_rpc)],
             options=[
                 ("grpc.so_reuseport", 0),
-                ("grpc.max_receive_message_length", cfg.max_message_bytes * 2 + (1 << 20)),
+                *server_options(cfg.client_limits, cfg.max_message_bytes),
                 ("grpc.max_send_message_length", -1),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
-            ]
+            ],
         )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(
             MessagingServicer(self.runtime), server

@@ -23,6 +23,7 @@ from rocketcluster.api.topics import MessageType, TopicSpec
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.codes import Code, MessagingError, put_code
 from rocketcluster.broker.messaging.convert import store_properties, timestamp_ms, to_store
+from rocketcluster.broker.messaging.quota import ProduceQuota
 from rocketcluster.broker.messaging.recent import RecentIds
 from rocketcluster.broker.messaging.registry import TopicRegistry
 from rocketcluster.broker.messaging.timers import encode_recall_handle
@@ -93,6 +94,7 @@ class SendService:
         # another queue; receives, acks and offsets go on.
         self.write_refusal: str | None = None
         self.recent = RecentIds()
+        self.quota = ProduceQuota()
         store.dispatcher.record_listeners.append(self.recent.record)
 
     async def send(self, messages: list[pb.Message], client_id: str) -> list[SendOutcome]:
@@ -177,10 +179,15 @@ class SendService:
         body_size = len(msg.body)
         if not body_size:
             raise MessagingError(Code.MESSAGE_BODY_EMPTY, "message body is empty")
-        if body_size > self._max_body:
+        max_body = self._max_body
+        if topic.max_message_bytes is not None and topic.max_message_bytes < max_body:
+            max_body = topic.max_message_bytes
+        if body_size > max_body:
             raise MessagingError(
                 Code.MESSAGE_BODY_TOO_LARGE,
-                f"message body of {body_size} bytes exceeds the limit of {self._max_body}",
+                f"message body of {body_size} bytes exceeds the limit of {max_body} "
+                f"bytes for topic {topic.name!r}: split the message or store the payload "
+                "elsewhere and send a reference",
             )
         tag = sp.tag
         if tag and ("|" in tag or not tag.strip()):
@@ -202,6 +209,7 @@ class SendService:
                 f"topic {topic.name!r} accepts {topic.message_type.value} messages, not "
                 f"{pb.MessageType.Name(message_type)}",
             )
+        self.quota.admit(topic)  # last: a refused message takes no token
         queue_id = self._queue_for(topic, sp.message_group)
         if message_type == TYPE_DELAY:
             return self._prepare_delay(msg, topic, queue_id, message_type)

@@ -1,0 +1,265 @@
+"""Limits of the client port, each met over real gRPC (raw stubs or the official
+client) against one broker process: every limit answers with its clear error while
+another client keeps being served, and the broker serves normally afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import uuid
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
+from rocketmq.v5.exception import PayloadTooLargeException, TooManyRequestsException
+
+from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.broker.messaging.admission import FRAME_MARGIN_BYTES
+from rocketcluster.ctl.testing import LocalBroker, local_broker, quiet_official_client, wait_for
+
+from .conftest import message, producer
+
+MAX_MESSAGE = 65536
+LIMITS = {
+    "maxConnections": 50,
+    "maxConnectionsPerAddress": 12,
+    "maxConcurrentStreams": 16,
+    "maxInflightRequestsPerClient": 6,
+    "maxInflightBytesPerClient": 200_000,
+}
+Code = pb.Code
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+    quiet_official_client()
+    cluster = RocketCluster.model_validate(
+        {
+            "metadata": {"name": "limits"},
+            "spec": {
+                "controller": {"replicas": 0},
+                "brokers": {"maxMessageBytes": MAX_MESSAGE, "clientLimits": LIMITS},
+                "topics": [
+                    {"name": "free", "queues": 2},
+                    {"name": "small", "queues": 1, "maxMessageBytes": 1024},
+                    {"name": "slow", "queues": 1, "maxProduceRate": 0.01},
+                    {"name": "quiet", "queues": 1},
+                ],
+                "consumerGroups": [{"name": "g-limits"}],
+            },
+        }
+    )
+    with local_broker(cluster, tmp_path_factory.mktemp("limits")) as handle:
+        yield handle
+
+
+def meta(client: str) -> tuple[tuple[str, str], ...]:
+    return (("x-mq-client-id", client),)
+
+
+def raw_message(topic: str, body: bytes) -> pb.Message:
+    return pb.Message(
+        topic=pb.Resource(name=topic),
+        system_properties=pb.SystemProperties(message_id=uuid.uuid4().hex.upper()),
+        body=body,
+    )
+
+
+def send_raw(stub: MessagingServiceStub, client: str, topic: str, body: bytes) -> pb.Status:
+    request = spb.SendMessageRequest(messages=[raw_message(topic, body)])
+    response = stub.SendMessage(request, metadata=meta(client), timeout=15)
+    return response.status
+
+
+class Telemetry:
+    """A Telemetry stream held open (an official client holds one per broker): its
+    first answer says whether the broker admitted it."""
+
+    def __init__(self, stub: MessagingServiceStub, client: str) -> None:
+        self._out: queue.Queue[spb.TelemetryCommand | None] = queue.Queue()
+        settings = pb.Settings(
+            client_type=pb.ClientType.PRODUCER,
+            publishing=pb.Publishing(topics=[pb.Resource(name="free")]),
+        )
+        self._out.put(spb.TelemetryCommand(settings=settings))
+        self.call = stub.Telemetry(iter(self._out.get, None), metadata=meta(client), timeout=60)
+        self.first: spb.TelemetryCommand = next(self.call)
+
+    @property
+    def admitted(self) -> bool:
+        return bool(self.first.status.code == Code.OK)
+
+    def close(self) -> None:
+        self._out.put(None)
+        self.call.cancel()
+
+
+@contextlib.contextmanager
+def held_streams() -> Iterator[list[Telemetry]]:
+    streams: list[Telemetry] = []
+    try:
+        yield streams
+    finally:
+        for s in streams:
+            s.close()
+
+
+@contextlib.contextmanager
+def channel(broker: LocalBroker) -> Iterator[MessagingServiceStub]:
+    # A channel of its own (not the process-wide subchannel pool): its own connection.
+    ch = grpc.insecure_channel(broker.endpoints, options=[("grpc.use_local_subchannel_pool", 1)])
+    try:
+        yield MessagingServiceStub(ch)
+    finally:
+        ch.close()
+
+
+def test_topic_max_message_bytes(broker: LocalBroker) -> None:
+    with producer(broker, "small", "free") as p:
+        with pytest.raises(PayloadTooLargeException) as refused:
+            p.send(message("small", b"x" * 1025))
+        assert "1025 bytes exceeds the limit of 1024" in str(refused.value)
+        assert p.send(message("small", b"x" * 1024)).message_id
+        assert p.send(message("free", b"x" * 1025)).message_id  # the broker's limit
+
+
+def test_oversized_frame_is_refused_by_grpc(broker: LocalBroker) -> None:
+    with channel(broker) as stub, channel(broker) as other:
+        with pytest.raises(grpc.RpcError) as refused:
+            send_raw(stub, "big", "free", b"x" * (MAX_MESSAGE + FRAME_MARGIN_BYTES + 1))
+        assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        status = send_raw(stub, "big", "free", b"x" * (MAX_MESSAGE + 1))
+        assert status.code == Code.MESSAGE_BODY_TOO_LARGE, status
+        assert send_raw(other, "other", "free", b"fine").code == Code.OK
+    # The official client checks the limit the broker advertises before sending.
+    with (
+        producer(broker, "free") as p,
+        pytest.raises(Exception, match="exceeds the threshold, max size=65536"),
+    ):
+        p.send(message("free", b"x" * (MAX_MESSAGE + 1)))
+
+
+def test_topic_produce_rate(broker: LocalBroker) -> None:
+    with producer(broker, "slow", "free") as p:
+        assert p.send(message("slow", b"first")).message_id  # the one-message burst
+        with pytest.raises(TooManyRequestsException) as refused:
+            p.send(message("slow", b"second"))
+        assert "maxProduceRate" in str(refused.value)
+        for i in range(5):  # other topics are not held back
+            assert p.send(message("free", f"m{i}".encode())).message_id
+
+
+def test_inflight_requests_per_client(broker: LocalBroker) -> None:
+    limit = LIMITS["maxInflightRequestsPerClient"]
+    with channel(broker) as stub, held_streams() as streams:
+        for _ in range(limit):
+            streams.append(Telemetry(stub, "greedy"))
+        assert all(s.admitted for s in streams)
+        extra = Telemetry(stub, "greedy")
+        streams.append(extra)
+        assert extra.first.status.code == Code.TOO_MANY_REQUESTS
+        assert "maxInflightRequestsPerClient" in extra.first.status.message
+        status = send_raw(stub, "greedy", "free", b"one too many")
+        assert status.code == Code.TOO_MANY_REQUESTS
+        assert send_raw(stub, "modest", "free", b"served").code == Code.OK
+    # Their streams ended: the client is served again.
+    with channel(broker) as stub:
+        wait_for(
+            lambda: send_raw(stub, "greedy", "free", b"again").code == Code.OK,
+            what="the greedy client to be served once its streams closed",
+        )
+
+
+def test_connections_per_address(broker: LocalBroker) -> None:
+    limit = LIMITS["maxConnectionsPerAddress"]
+    with producer(broker, "free") as p, contextlib.ExitStack() as stack:
+        # The producer's connection is in use (its Telemetry stream): new connections
+        # are refused when the address is at its limit, its requests are not.
+        streams = stack.enter_context(held_streams())
+        refused: Telemetry | None = None
+        for i in range(limit + 1):
+            stub = stack.enter_context(channel(broker))
+            stream = Telemetry(stub, f"conn-{i}")
+            streams.append(stream)
+            if not stream.admitted:
+                refused = stream
+                break
+        assert refused is not None, "no connection was refused"
+        assert refused.first.status.code == Code.TOO_MANY_REQUESTS
+        assert "maxConnectionsPerAddress" in refused.first.status.message
+        assert p.send(message("free", b"still served")).message_id
+    with channel(broker) as stub:
+        wait_for(
+            lambda: send_raw(stub, "later", "free", b"x").code == Code.OK,
+            what="a new connection to be served once the others closed",
+        )
+
+
+def test_inflight_bytes_per_client(broker: LocalBroker) -> None:
+    """A long poll holding a large request keeps its bytes in flight: a second large
+    request of the same client is refused until the poll ends."""
+    with channel(broker) as stub, channel(broker) as other:
+        request = spb.ReceiveMessageRequest(
+            group=pb.Resource(name="g-limits"),
+            message_queue=pb.MessageQueue(topic=pb.Resource(name="quiet"), id=0),
+            attempt_id="a" * 150_000,
+            auto_renew=True,
+        )
+        request.long_polling_timeout.FromSeconds(20)
+        poll = stub.ReceiveMessage(request, metadata=meta("hoarder"), timeout=30)
+        results: list[object] = []
+        reader = threading.Thread(target=lambda: results.extend(_drain(poll)), daemon=True)
+        reader.start()
+        probe = b"p" * 60_000
+
+        def refused() -> pb.Status | None:
+            answer = send_raw(stub, "hoarder", "small", probe)  # admitted: too large
+            return answer if answer.code != Code.MESSAGE_BODY_TOO_LARGE else None
+
+        status = wait_for(refused, what="the long poll's bytes to be held")
+        assert status.code == Code.TOO_MANY_REQUESTS, status
+        assert "maxInflightBytesPerClient" in status.message
+        assert send_raw(other, "thrifty", "free", probe).code == Code.OK
+        poll.cancel()
+        reader.join(30)
+        wait_for(
+            lambda: send_raw(stub, "hoarder", "small", probe).code == Code.MESSAGE_BODY_TOO_LARGE,
+            what="the hoarder's bytes to be released",
+        )
+
+
+def _drain(call: object) -> list[object]:
+    try:
+        answers: list[object] = list(call)  # type: ignore[call-overload]
+        return answers
+    except grpc.RpcError as exc:
+        return [exc]
+
+
+def test_concurrent_streams_per_connection(broker: LocalBroker) -> None:
+    """grpc.max_concurrent_streams: the client does not get a stream beyond the
+    limit while the others are open; another connection is served meanwhile."""
+    limit = LIMITS["maxConcurrentStreams"]
+    with channel(broker) as stub, channel(broker) as other, held_streams() as streams:
+        for i in range(limit):
+            streams.append(Telemetry(stub, f"stream-{i}"))
+        assert all(s.admitted for s in streams)
+        with pytest.raises(grpc.RpcError) as waited:
+            stub.QueryRoute(
+                spb.QueryRouteRequest(topic=pb.Resource(name="free")),
+                metadata=meta("stream-extra"),
+                timeout=2,
+            )
+        assert waited.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        assert send_raw(other, "elsewhere", "free", b"served").code == Code.OK
+        streams.pop().close()
+        route = stub.QueryRoute(
+            spb.QueryRouteRequest(topic=pb.Resource(name="free")),
+            metadata=meta("stream-extra"),
+            timeout=15,
+        )
+        assert route.status.code == Code.OK
