@@ -1,6 +1,7 @@
-"""Limits of the client port, each met over real gRPC (raw stubs or the official
-client) against one broker process: every limit answers with its clear error while
-another client keeps being served, and the broker serves normally afterwards."""
+"""Limits and bad input on the client port and the admin API, each met over real
+gRPC (raw stubs or the official client) or HTTP against one broker process: every
+limit answers with its clear error while another client keeps being served; a bad
+name is refused with its status code and never reaches the disk."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import queue
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
@@ -263,3 +266,110 @@ def test_concurrent_streams_per_connection(broker: LocalBroker) -> None:
             timeout=15,
         )
         assert route.status.code == Code.OK
+
+
+# -- names --------------------------------------------------------------------------
+
+
+def bad_message(**fields: object) -> pb.Message:
+    message = raw_message(str(fields.pop("topic", "free")), b"body")
+    sp = message.system_properties
+    for key, value in fields.items():
+        if key == "keys":
+            sp.keys.extend(value)
+        elif key == "properties":
+            message.user_properties.update(value)
+        else:
+            setattr(sp, key, value)
+    return message
+
+
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"topic": "../escaped"}, Code.ILLEGAL_TOPIC),
+        ({"topic": "a/b"}, Code.ILLEGAL_TOPIC),
+        ({"topic": "free\n"}, Code.ILLEGAL_TOPIC),
+        ({"topic": "free\x00"}, Code.ILLEGAL_TOPIC),
+        ({"tag": "t\x00"}, Code.ILLEGAL_MESSAGE_TAG),
+        ({"tag": "x" * 256}, Code.ILLEGAL_MESSAGE_TAG),
+        ({"keys": ["two words"]}, Code.ILLEGAL_MESSAGE_KEY),
+        ({"keys": ["k\x01"]}, Code.ILLEGAL_MESSAGE_KEY),
+        ({"message_group": "g\n"}, Code.ILLEGAL_MESSAGE_GROUP),
+        ({"message_id": "id\x02"}, Code.ILLEGAL_MESSAGE_ID),
+        ({"message_id": "i" * 129}, Code.ILLEGAL_MESSAGE_ID),
+        ({"properties": {"k\x01": "v"}}, Code.ILLEGAL_MESSAGE_PROPERTY_KEY),
+        ({"properties": {"": "v"}}, Code.ILLEGAL_MESSAGE_PROPERTY_KEY),
+        ({"properties": {"k": "v\x02w"}}, Code.BAD_REQUEST),
+    ],
+    ids=lambda v: repr(v)[:40],
+)
+def test_bad_names_in_messages(broker: LocalBroker, fields: dict[str, object], code: int) -> None:
+    with channel(broker) as stub:
+        request = spb.SendMessageRequest(messages=[bad_message(**fields)])
+        response = stub.SendMessage(request, metadata=meta("namer"), timeout=15)
+        assert response.status.code == code, response.status
+        assert response.status.message
+
+
+def test_bad_names_in_other_requests(broker: LocalBroker) -> None:
+    with channel(broker) as stub:
+        ack = stub.AckMessage(
+            spb.AckMessageRequest(
+                group=pb.Resource(name="g-limits"),
+                topic=pb.Resource(name="../escaped"),
+                entries=[spb.AckMessageEntry(message_id="x", receipt_handle="h")],
+            ),
+            metadata=meta("namer"),
+            timeout=15,
+        )
+        assert ack.status.code == Code.ILLEGAL_TOPIC, ack.status
+        beat = stub.Heartbeat(
+            spb.HeartbeatRequest(group=pb.Resource(name="g/../x")),
+            metadata=meta("namer"),
+            timeout=15,
+        )
+        assert beat.status.code == Code.ILLEGAL_CONSUMER_GROUP, beat.status
+        request = spb.ReceiveMessageRequest(
+            group=pb.Resource(name="../g"),
+            message_queue=pb.MessageQueue(topic=pb.Resource(name="free"), id=0),
+        )
+        [answer] = stub.ReceiveMessage(request, metadata=meta("namer"), timeout=15)
+        assert answer.status.code == Code.ILLEGAL_CONSUMER_GROUP
+        route = stub.QueryRoute(
+            spb.QueryRouteRequest(topic=pb.Resource(name="..")),
+            metadata=meta("namer"),
+            timeout=15,
+        )
+        assert route.status.code == Code.ILLEGAL_TOPIC
+    data = Path(broker.process["configPath"]).parent.parent
+    names = {p.name for p in data.parent.rglob("*")}
+    assert "escaped" not in names
+    assert not [n for n in names if any(ord(c) < 32 for c in n)]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/v1/topics/free%0A", None),
+        ("DELETE", "/v1/topics/a%00b", None),
+        ("GET", "/v1/groups/%2E%2E", None),
+        ("DELETE", "/v1/groups/bad%20group", None),
+        ("GET", "/v1/groups/g%01/offsets", None),
+        ("PUT", "/v1/groups/g-limits/offsets", {"topic": "../x", "queueId": 0, "offset": 0}),
+        ("GET", "/v1/messages?topic=free&key=a%00b", None),
+        ("GET", "/v1/messages?topic=..&key=k", None),
+        ("GET", "/v1/messages/id%0A", None),
+        ("GET", "/v1/topics/%2E%2E/queues/0/offset?time=0", None),
+        ("POST", "/v1/topics", {"name": "a\\b"}),
+        ("POST", "/v1/groups", {"name": "g\n"}),
+    ],
+)
+def test_bad_names_on_the_admin_api(
+    broker: LocalBroker, method: str, path: str, body: dict[str, object] | None
+) -> None:
+    with httpx.Client(base_url=f"http://{broker.admin_address}", timeout=15) as http:
+        answer = http.request(method, path, json=body)
+        assert answer.status_code == 422, (answer.status_code, answer.text)
+        assert "topic" in answer.text or "group" in answer.text or "message" in answer.text
+        assert http.get("/v1/topics/free").status_code == 200

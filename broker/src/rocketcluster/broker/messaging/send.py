@@ -1,8 +1,11 @@
 """SendService: validate messages, choose queues, store them.
 
-Checks follow the Java proxy: body present and within the limit, message group
-shorter than 64 bytes, tag without ``|``, keys not blank, no reserved property names,
-the message type accepted by the topic. A message's type is TRANSACTION > DELAY
+Checks follow the Java proxy: body present and within the limit (the topic's, else
+the broker's), message group shorter than 64 bytes, tag without ``|``, keys not blank,
+no reserved property names, the message type accepted by the topic, the topic's
+produce rate. Tags, keys, message groups, ids and property names never hold control
+characters (nothing the store or an index could misread), keys no whitespace (they
+are stored space-separated). A message's type is TRANSACTION > DELAY
 (delivery timestamp set) > FIFO (message group set) > NORMAL. Delay messages wait in
 the timer topic and transaction halves in the half topic; everything else goes to its
 queue (FIFO: the message group's hash picks the queue, so a group stays in order).
@@ -11,14 +14,17 @@ queue (FIFO: the message group's hash picks the queue, so a group stays in order
 from __future__ import annotations
 
 import itertools
+import re
 import secrets
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
+from rocketcluster.api.names import CONTROL_CHARACTERS, KEY_FORBIDDEN
 from rocketcluster.api.topics import MessageType, TopicSpec
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.codes import Code, MessagingError, put_code
@@ -30,6 +36,9 @@ from rocketcluster.broker.messaging.timers import encode_recall_handle
 from rocketcluster.broker.store import MessageStore, MessageToStore, PutResult, PutStatus
 
 MAX_MESSAGE_GROUP_BYTES = 64
+MAX_NAME_CHARS = 255  # tags, keys, property names
+MAX_MESSAGE_ID_CHARS = 128
+_SEPARATORS = re.compile(r"[\x00-\x02]")  # NUL and the property separators
 MAX_PROPERTIES_BYTES = 16 * 1024
 DELIVERY_MS_THRESHOLD = 100_000_000_000  # larger numbers in .seconds are milliseconds
 
@@ -189,16 +198,33 @@ class SendService:
                 f"bytes for topic {topic.name!r}: split the message or store the payload "
                 "elsewhere and send a reference",
             )
+        if len(sp.message_id) > MAX_MESSAGE_ID_CHARS or CONTROL_CHARACTERS.search(sp.message_id):
+            raise MessagingError(
+                Code.ILLEGAL_MESSAGE_ID,
+                f"message_id must be at most {MAX_MESSAGE_ID_CHARS} printable characters",
+            )
         tag = sp.tag
-        if tag and ("|" in tag or not tag.strip()):
-            raise MessagingError(Code.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} is not allowed")
-        if sp.keys and any(not k.strip() for k in sp.keys):
-            raise MessagingError(Code.ILLEGAL_MESSAGE_KEY, "message keys must not be blank")
+        if tag and (
+            "|" in tag
+            or not tag.strip()
+            or len(tag) > MAX_NAME_CHARS
+            or CONTROL_CHARACTERS.search(tag)
+        ):
+            raise MessagingError(
+                Code.ILLEGAL_MESSAGE_TAG,
+                f"tag {tag[:MAX_NAME_CHARS]!r} is not allowed: not blank, no '|' or control "
+                f"characters, at most {MAX_NAME_CHARS} characters",
+            )
+        if sp.keys:
+            self._check_keys(sp.keys)
         group = sp.message_group
-        if group and len(group.encode()) >= MAX_MESSAGE_GROUP_BYTES:
+        if group and (
+            len(group.encode()) >= MAX_MESSAGE_GROUP_BYTES or CONTROL_CHARACTERS.search(group)
+        ):
             raise MessagingError(
                 Code.ILLEGAL_MESSAGE_GROUP,
-                f"message group longer than {MAX_MESSAGE_GROUP_BYTES - 1} bytes",
+                f"message group must be shorter than {MAX_MESSAGE_GROUP_BYTES} bytes, without "
+                "control characters",
             )
         if msg.user_properties:
             self._check_user_properties(msg)
@@ -231,12 +257,36 @@ class SendService:
         )
 
     @staticmethod
+    def _check_keys(keys: Sequence[str]) -> None:
+        """Keys are stored space-separated and indexed: each one a single word."""
+        for key in keys:
+            if not key.strip() or len(key) > MAX_NAME_CHARS or KEY_FORBIDDEN.search(key):
+                raise MessagingError(
+                    Code.ILLEGAL_MESSAGE_KEY,
+                    f"message key {key[:MAX_NAME_CHARS]!r} is not allowed: not blank, no "
+                    f"whitespace or control characters, at most {MAX_NAME_CHARS} characters",
+                )
+
+    @staticmethod
     def _check_user_properties(msg: pb.Message) -> None:
         reserved = sorted(k for k in msg.user_properties if k in prop.RESERVED)
         if reserved:
             raise MessagingError(
                 Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"reserved property names: {', '.join(reserved)}"
             )
+        for key, value in msg.user_properties.items():
+            if not key.strip() or len(key) > MAX_NAME_CHARS or CONTROL_CHARACTERS.search(key):
+                raise MessagingError(
+                    Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                    f"property name {key[:MAX_NAME_CHARS]!r} is not allowed: not blank, no "
+                    f"control characters, at most {MAX_NAME_CHARS} characters",
+                )
+            if _SEPARATORS.search(value):
+                raise MessagingError(
+                    Code.BAD_REQUEST,
+                    f"property {key!r}: its value holds NUL, \\x01 or \\x02, which cannot be "
+                    "stored",
+                )
         size = sum(len(k) + len(v) for k, v in msg.user_properties.items())
         if size > MAX_PROPERTIES_BYTES:
             raise MessagingError(
