@@ -15,6 +15,9 @@ progress (admitted, handler not yet finished):
 - in-flight request bytes per client id (the request message's encoded size, from
   the unary request): one request always passes when the client holds nothing.
 
+A unary request whose bytes do not decode is answered BAD_REQUEST in the response's
+status (gRPC alone would end it with UNKNOWN and the decoder's exception).
+
 Streams per connection are bounded by gRPC itself (``grpc.max_concurrent_streams``,
 ``server_options``): the client waits for a free stream, the server holds nothing.
 The bookkeeping is a few dict updates per RPC, none per message.
@@ -24,9 +27,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
+from google.protobuf.message import DecodeError
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
@@ -139,6 +143,33 @@ def _reply(response_type: Any, refusal: pb.Status) -> Any:
     return response_type(status=refusal)
 
 
+class Undecodable(NamedTuple):
+    """What the wrapped deserializer hands on for bytes that are not a request."""
+
+    error: str
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return deserializer(raw)
+        except DecodeError as exc:
+            return Undecodable(str(exc))
+
+    return decode
+
+
+def _undecodable(method: str, request: Undecodable) -> pb.Status:
+    return status(
+        Code.BAD_REQUEST,
+        f"the {method} request could not be decoded ({request.error}): send a valid "
+        "apache.rocketmq.v2 message",
+    )
+
+
 def _client_of(details: grpc.HandlerCallDetails) -> str:
     for key, value in details.invocation_metadata or ():
         if key == CLIENT_ID_HEADER:
@@ -170,13 +201,13 @@ class ClientAdmission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._unary(method, client, reply, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
                 self._unary_stream(method, client, reply, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.stream_stream is not None:
@@ -198,6 +229,8 @@ class ClientAdmission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         ledger = self.ledger
 
         async def behavior(request: Any, context: Any) -> Any:
+            if type(request) is Undecodable:
+                return reply(_undecodable(method, request))
             peer = context.peer()
             key = client or peer
             size = request.ByteSize()
@@ -217,6 +250,9 @@ class ClientAdmission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         ledger = self.ledger
 
         async def behavior(request: Any, context: Any) -> AsyncIterator[Any]:
+            if type(request) is Undecodable:
+                yield reply(_undecodable(method, request))
+                return
             peer = context.peer()
             key = client or peer
             size = request.ByteSize()
