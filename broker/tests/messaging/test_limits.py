@@ -268,6 +268,20 @@ def test_concurrent_streams_per_connection(broker: LocalBroker) -> None:
         assert route.status.code == Code.OK
 
 
+def test_refusals_are_counted_by_limit(broker: LocalBroker) -> None:
+    """After the tests above: each limit they met has its refusals counted."""
+    text = httpx.get(f"http://{broker.admin_address}/metrics", timeout=15).text
+    counted = {
+        line.split('limit="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("rocketmq_client_limit_refusals_total{")
+    }
+    for limit in ("maxInflightRequestsPerClient", "maxConnectionsPerAddress"):
+        assert counted.get(limit, 0) >= 1, counted
+    assert counted.get("maxInflightBytesPerClient", 0) >= 1, counted
+    assert "rocketmq_client_connections{" in text
+
+
 # -- names --------------------------------------------------------------------------
 
 

@@ -143,7 +143,7 @@ class BrokerServer:
         )
         self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
         server = grpc.aio.server(
-            interceptors=[ClientAdmission(cfg.client_limits, self.runtime.metrics.observe_rpc)],
+            interceptors=[ClientAdmission(cfg.client_limits, self.runtime.metrics)],
             options=[
                 ("grpc.so_reuseport", 0),
                 *server_options(cfg.client_limits, cfg.max_message_bytes),

@@ -36,14 +36,13 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 
 from rocketcluster.api.limits import ClientLimits
 from rocketcluster.broker.messaging.codes import Code, status
+from rocketcluster.broker.metrics import BrokerMetrics
 
 SERVICE = "apache.rocketmq.v2.MessagingService"
 CLIENT_ID_HEADER = "x-mq-client-id"
 # Above the largest request the limits let through: a body of max_message_bytes and
 # the properties, keys and names around it (a few KiB; 16 KiB of user properties).
 FRAME_MARGIN_BYTES = 256 * 1024
-
-Observe = Callable[[str, int, float], None]
 
 
 def server_options(limits: ClientLimits, max_message_bytes: int) -> list[tuple[str, int]]:
@@ -61,6 +60,11 @@ def peer_address(peer: str) -> str:
     return peer.rsplit(":", 1)[0] if peer.count(":") > 1 else peer
 
 
+class Refusal(NamedTuple):
+    limit: str  # the ClientLimits field, as the manifest spells it
+    message: str
+
+
 class AdmissionLedger:
     """What clients hold now; ``enter`` admits or names the limit it would break."""
 
@@ -70,47 +74,59 @@ class AdmissionLedger:
         self._address_peers: dict[str, int] = {}
         self._client_rpcs: dict[str, int] = {}
         self._client_bytes: dict[str, int] = {}
+        self.refusals: dict[str, int] = {}  # by limit, since the start
 
     @property
     def connections(self) -> int:
         return len(self._peer_rpcs)
 
-    def enter(self, peer: str, client: str, size: int) -> str | None:
+    def enter(self, peer: str, client: str, size: int) -> Refusal | None:
         """Admit one RPC (and count it) or say which limit refuses it."""
-        lim = self.limits
-        if peer not in self._peer_rpcs:
-            if len(self._peer_rpcs) >= lim.max_connections:
-                return (
-                    f"the broker has {len(self._peer_rpcs)} client connections in use, "
-                    f"its limit (clientLimits.maxConnections = {lim.max_connections})"
-                )
-            address = peer_address(peer)
-            if self._address_peers.get(address, 0) >= lim.max_connections_per_address:
-                return (
-                    f"address {address} has {lim.max_connections_per_address} connections "
-                    f"in use (clientLimits.maxConnectionsPerAddress): reuse a channel"
-                )
-        rpcs = self._client_rpcs.get(client, 0)
-        if rpcs >= lim.max_inflight_requests_per_client:
-            return (
-                f"client {client!r} has {rpcs} requests in progress "
-                f"(clientLimits.maxInflightRequestsPerClient = "
-                f"{lim.max_inflight_requests_per_client}): wait for answers before sending more"
-            )
-        held = self._client_bytes.get(client, 0)
-        if held and held + size > lim.max_inflight_bytes_per_client:
-            return (
-                f"client {client!r} has {held} request bytes in progress; {size} more would "
-                f"exceed clientLimits.maxInflightBytesPerClient = "
-                f"{lim.max_inflight_bytes_per_client}"
-            )
+        refusal = self._check(peer, client, size)
+        if refusal is not None:
+            self.refusals[refusal.limit] = self.refusals.get(refusal.limit, 0) + 1
+            return refusal
         peer_rpcs = self._peer_rpcs.get(peer, 0)
         if not peer_rpcs:
             address = peer_address(peer)
             self._address_peers[address] = self._address_peers.get(address, 0) + 1
         self._peer_rpcs[peer] = peer_rpcs + 1
-        self._client_rpcs[client] = rpcs + 1
-        self._client_bytes[client] = held + size
+        self._client_rpcs[client] = self._client_rpcs.get(client, 0) + 1
+        self._client_bytes[client] = self._client_bytes.get(client, 0) + size
+        return None
+
+    def _check(self, peer: str, client: str, size: int) -> Refusal | None:
+        lim = self.limits
+        if peer not in self._peer_rpcs:
+            if len(self._peer_rpcs) >= lim.max_connections:
+                return Refusal(
+                    "maxConnections",
+                    f"the broker has {len(self._peer_rpcs)} client connections in use, "
+                    f"its limit (clientLimits.maxConnections = {lim.max_connections})",
+                )
+            address = peer_address(peer)
+            if self._address_peers.get(address, 0) >= lim.max_connections_per_address:
+                return Refusal(
+                    "maxConnectionsPerAddress",
+                    f"address {address} has {lim.max_connections_per_address} connections "
+                    f"in use (clientLimits.maxConnectionsPerAddress): reuse a channel",
+                )
+        rpcs = self._client_rpcs.get(client, 0)
+        if rpcs >= lim.max_inflight_requests_per_client:
+            return Refusal(
+                "maxInflightRequestsPerClient",
+                f"client {client!r} has {rpcs} requests in progress "
+                f"(clientLimits.maxInflightRequestsPerClient = "
+                f"{lim.max_inflight_requests_per_client}): wait for answers before sending more",
+            )
+        held = self._client_bytes.get(client, 0)
+        if held and held + size > lim.max_inflight_bytes_per_client:
+            return Refusal(
+                "maxInflightBytesPerClient",
+                f"client {client!r} has {held} request bytes in progress; {size} more would "
+                f"exceed clientLimits.maxInflightBytesPerClient = "
+                f"{lim.max_inflight_bytes_per_client}",
+            )
         return None
 
     def leave(self, peer: str, client: str, size: int) -> None:
@@ -178,11 +194,22 @@ def _client_of(details: grpc.HandlerCallDetails) -> str:
 
 
 class ClientAdmission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    def __init__(self, limits: ClientLimits, observe: Observe | None = None) -> None:
-        self.ledger = AdmissionLedger(limits)
-        self._observe = observe
+    def __init__(self, limits: ClientLimits, metrics: BrokerMetrics | None = None) -> None:
+        self.ledger = ledger = AdmissionLedger(limits)
+        self._observe = metrics.observe_rpc if metrics is not None else None
         self._replies = _refusal_replies()
         self._prefix = f"/{SERVICE}/"
+        if metrics is not None:
+            metrics.gauge(
+                "rocketmq_client_connections",
+                "Client connections with RPCs in progress (clientLimits.maxConnections)",
+                lambda: [({}, float(ledger.connections))],
+            )
+            metrics.counter(
+                "rocketmq_client_limit_refusals",
+                "RPCs refused TOO_MANY_REQUESTS by a client limit",
+                lambda: [({"limit": k}, float(v)) for k, v in sorted(ledger.refusals.items())],
+            )
 
     async def intercept_service(
         self,
@@ -218,10 +245,10 @@ class ClientAdmission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             )
         return handler  # client streaming: the service has none
 
-    def _refused(self, method: str, reason: str) -> pb.Status:
+    def _refused(self, method: str, refusal: Refusal) -> pb.Status:
         if self._observe is not None:
             self._observe(method, Code.TOO_MANY_REQUESTS, 0.0)
-        return status(Code.TOO_MANY_REQUESTS, reason)
+        return status(Code.TOO_MANY_REQUESTS, refusal.message)
 
     def _unary(
         self, method: str, client: str, reply: Callable[[pb.Status], Any], inner: Any
@@ -234,9 +261,9 @@ class ClientAdmission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             peer = context.peer()
             key = client or peer
             size = request.ByteSize()
-            reason = ledger.enter(peer, key, size)
-            if reason is not None:
-                return reply(self._refused(method, reason))
+            refusal = ledger.enter(peer, key, size)
+            if refusal is not None:
+                return reply(self._refused(method, refusal))
             try:
                 return await inner(request, context)
             finally:
@@ -256,9 +283,9 @@ class ClientAdmission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             peer = context.peer()
             key = client or peer
             size = request.ByteSize()
-            reason = ledger.enter(peer, key, size)
-            if reason is not None:
-                yield reply(self._refused(method, reason))
+            refusal = ledger.enter(peer, key, size)
+            if refusal is not None:
+                yield reply(self._refused(method, refusal))
                 return
             try:
                 async for response in inner(request, context):
@@ -276,9 +303,9 @@ class ClientAdmission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def behavior(requests: Any, context: Any) -> AsyncIterator[Any]:
             peer = context.peer()
             key = client or peer
-            reason = ledger.enter(peer, key, 0)
-            if reason is not None:
-                yield reply(self._refused(method, reason))
+            refusal = ledger.enter(peer, key, 0)
+            if refusal is not None:
+                yield reply(self._refused(method, refusal))
                 return
             try:
                 async for response in inner(requests, context):
