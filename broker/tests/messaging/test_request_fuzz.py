@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -266,6 +267,50 @@ def test_mutated_encodings_get_a_status_or_a_grpc_refusal(
         ]
     statuses = [a.status for a in answers if a.HasField("status")]
     assert statuses and all(s.code in ANSWERS for s in statuses), (kind, statuses)
+
+
+@st.composite
+def telemetry_commands(draw: st.DrawFn) -> bytes:
+    settings = pb.Settings(
+        client_type=draw(st.integers(0, 7)),
+        publishing=pb.Publishing(topics=draw(st.lists(resources(), max_size=2))),
+    )
+    if draw(st.booleans()):
+        settings.subscription.group.CopyFrom(draw(resources()))
+        for _ in range(draw(st.integers(0, 2))):
+            settings.subscription.subscriptions.add(
+                topic=draw(resources()),
+                expression=pb.FilterExpression(type=draw(st.integers(0, 3)), expression=draw(TEXT)),
+            )
+    settings.backoff_policy.max_attempts = draw(I32)
+    raw = bytearray(spb.TelemetryCommand(settings=settings).SerializeToString())
+    if draw(st.booleans()) and raw:  # and sometimes bytes that no longer parse
+        at = draw(st.integers(0, len(raw) - 1))
+        raw[at : at + 3] = draw(st.binary(min_size=1, max_size=3))
+    return bytes(raw)
+
+
+@FUZZ
+@given(commands=st.lists(telemetry_commands(), min_size=1, max_size=2))
+def test_telemetry_commands_are_answered(channel: grpc.Channel, commands: list[bytes]) -> None:
+    """Each settings command gets its answer; bytes that are not a command end the
+    stream with BAD_REQUEST; the stream always ends when the client's side does."""
+    stream = channel.stream_stream(
+        "/apache.rocketmq.v2.MessagingService/Telemetry",
+        response_deserializer=spb.TelemetryCommand.FromString,
+    )
+    expected = 0  # answers: one per settings command, up to the first undecodable one
+    for raw in commands:
+        try:
+            command = spb.TelemetryCommand.FromString(raw)
+        except DecodeError:
+            expected += 1
+            break
+        expected += command.HasField("settings")
+    answers = list(stream(iter(commands), metadata=META, timeout=20))
+    assert len(answers) == expected, answers
+    for answer in answers:
+        assert answer.status.code in ANSWERS, answer
 
 
 def test_the_broker_serves_after_the_fuzz(broker: LocalBroker) -> None:

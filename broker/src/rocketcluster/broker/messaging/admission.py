@@ -15,8 +15,9 @@ progress (admitted, handler not yet finished):
 - in-flight request bytes per client id (the request message's encoded size, from
   the unary request): one request always passes when the client holds nothing.
 
-A unary request whose bytes do not decode is answered BAD_REQUEST in the response's
-status (gRPC alone would end it with UNKNOWN and the decoder's exception).
+A request whose bytes do not decode is answered BAD_REQUEST in a response's status
+(gRPC alone would end the call UNKNOWN with the decoder's exception); a Telemetry
+stream ends there, with that answer.
 
 Streams per connection are bounded by gRPC itself (``grpc.max_concurrent_streams``,
 ``server_options``): the client waits for a free stream, the server holds nothing.
@@ -240,7 +241,7 @@ class ClientAdmission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler.stream_stream is not None:
             return grpc.stream_stream_rpc_method_handler(
                 self._stream_stream(method, client, reply, handler.stream_stream),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler  # client streaming: the service has none
@@ -307,10 +308,22 @@ class ClientAdmission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             if refusal is not None:
                 yield reply(self._refused(method, refusal))
                 return
+            bad: list[Undecodable] = []
             try:
-                async for response in inner(requests, context):
+                async for response in inner(_until_undecodable(requests, bad), context):
                     yield response
+                if bad:  # the stream ended at bytes that are not a command: say so
+                    yield reply(_undecodable(method, bad[0]))
             finally:
                 ledger.leave(peer, key, 0)
 
         return behavior
+
+
+async def _until_undecodable(requests: AsyncIterator[Any], bad: list[Undecodable]) -> Any:
+    """The client's stream up to its first undecodable message (noted in ``bad``)."""
+    async for request in requests:
+        if type(request) is Undecodable:
+            bad.append(request)
+            return
+        yield request
