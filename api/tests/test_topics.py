@@ -56,3 +56,19 @@ def test_a_topic_limit_above_the_brokers_is_refused() -> None:
         cluster(1001)
     with pytest.raises(ValidationError):
         TopicSpec.model_validate({"name": "t", "maxProduceRate": 0})
+
+
+def test_a_groups_retry_and_dead_letter_topics_are_valid_topics() -> None:
+    longest = "g" * 120
+    ConsumerGroupSpec(name=longest)
+    TopicSpec(name=dlq_topic(longest))
+    TopicSpec(name=retry_topic(longest))
+    with pytest.raises(ValidationError, match="longer than 120 bytes"):
+        ConsumerGroupSpec(name=longest + "g")
+
+
+def test_names_with_a_trailing_newline_are_refused() -> None:
+    with pytest.raises(ValidationError):
+        TopicSpec(name="orders\n")
+    with pytest.raises(ValidationError):
+        ConsumerGroupSpec(name="billing\n")

@@ -8,12 +8,15 @@ from typing import Annotated, Final
 from pydantic import AfterValidator
 
 MAX_TOPIC_LENGTH: Final = 127
-MAX_GROUP_LENGTH: Final = 255
 # fullmatch, not ``^…$``: ``$`` also matches before a trailing newline ("t\n").
 _NAME_PATTERN: Final = re.compile(r"[%|a-zA-Z0-9_-]+")
 RETRY_PREFIX: Final = "%RETRY%"
 DLQ_PREFIX: Final = "%DLQ%"
 SYSTEM_TOPIC_PREFIX: Final = "RMQ_SYS_"
+# A group's retry and dead-letter topics (%RETRY%<group>, %DLQ%<group>) are topics:
+# the group name must leave room for the prefix (Java allows 255, and then cannot
+# dead-letter for a long name).
+MAX_GROUP_LENGTH: Final = MAX_TOPIC_LENGTH - len(RETRY_PREFIX)
 # What one file name may hold on the file systems brokers use (NAME_MAX).
 MAX_PATH_COMPONENT_BYTES: Final = 255
 CONTROL_CHARACTERS: Final = re.compile(r"[\x00-\x1f\x7f]")
@@ -26,7 +29,8 @@ def topic_name_problem(name: str) -> str | None:
 
 
 def group_name_problem(name: str) -> str | None:
-    """Why ``name`` is not a valid consumer group name, or None."""
+    """Why ``name`` is not a valid consumer group name, or None (its %RETRY% and %DLQ%
+    topics must be valid topic names)."""
     return _problem(name, MAX_GROUP_LENGTH)
 
 
