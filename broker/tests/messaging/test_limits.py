@@ -31,6 +31,7 @@ LIMITS = {
     "maxConnections": 50,
     "maxConnectionsPerAddress": 12,
     "maxConcurrentStreams": 16,
+    "maxConnectionIdleSeconds": 2,
     "maxInflightRequestsPerClient": 6,
     "maxInflightBytesPerClient": 200_000,
 }
@@ -200,6 +201,31 @@ def test_connections_per_address(broker: LocalBroker) -> None:
             lambda: send_raw(stub, "later", "free", b"x").code == Code.OK,
             what="a new connection to be served once the others closed",
         )
+
+
+def test_idle_connections_are_closed(broker: LocalBroker) -> None:
+    """A connection without RPCs is closed by the broker after maxConnectionIdleSeconds
+    (the channel falls back to IDLE), and the next call simply reconnects."""
+    states: list[grpc.ChannelConnectivity] = []
+    opened = grpc.insecure_channel(
+        broker.endpoints, options=[("grpc.use_local_subchannel_pool", 1)]
+    )
+    opened.subscribe(states.append, try_to_connect=False)
+    try:
+        stub = MessagingServiceStub(opened)
+        assert send_raw(stub, "idler", "free", b"x").code == Code.OK
+        wait_for(
+            lambda: (
+                grpc.ChannelConnectivity.READY in states
+                and states[-1] is grpc.ChannelConnectivity.IDLE
+            ),
+            timeout=60,
+            what="the broker to close the idle connection",
+        )
+        assert send_raw(stub, "idler", "free", b"y").code == Code.OK
+    finally:
+        opened.unsubscribe(states.append)
+        opened.close()
 
 
 def test_inflight_bytes_per_client(broker: LocalBroker) -> None:

@@ -48,6 +48,15 @@ class ClientLimits(BaseModel):
             "the client waits for a free stream, the server holds none of them)"
         ),
     )
+    max_connection_idle_seconds: int = Field(
+        default=600,
+        ge=1,
+        description=(
+            "a connection without RPCs for this long is closed (grpc.max_connection_idle_ms; "
+            "clients reconnect on their next call): idle connections are not counted above, "
+            "this bounds the sockets they hold"
+        ),
+    )
     max_inflight_requests_per_client: int = Field(
         default=1_000,
         ge=1,

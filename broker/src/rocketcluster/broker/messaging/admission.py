@@ -49,10 +49,12 @@ FRAME_MARGIN_BYTES = 256 * 1024
 def server_options(limits: ClientLimits, max_message_bytes: int) -> list[tuple[str, int]]:
     """gRPC server options of the client port that enforce limits in gRPC itself: a
     frame larger than any acceptable request is refused (RESOURCE_EXHAUSTED) before
-    it is buffered whole, and the streams of one connection are capped."""
+    it is buffered whole, the streams of one connection are capped, and a connection
+    idle for long is closed."""
     return [
         ("grpc.max_receive_message_length", max_message_bytes + FRAME_MARGIN_BYTES),
         ("grpc.max_concurrent_streams", limits.max_concurrent_streams),
+        ("grpc.max_connection_idle_ms", limits.max_connection_idle_seconds * 1000),
     ]
 
 
