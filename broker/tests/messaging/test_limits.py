@@ -20,6 +20,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
 from rocketmq.v5.exception import PayloadTooLargeException, TooManyRequestsException
 
+from rocketcluster.api.client.admin import AdminError
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.broker.messaging.admission import FRAME_MARGIN_BYTES
 from rocketcluster.ctl.testing import LocalBroker, local_broker, quiet_official_client, wait_for
@@ -413,3 +414,20 @@ def test_bad_names_on_the_admin_api(
         assert answer.status_code == 422, (answer.status_code, answer.text)
         assert "topic" in answer.text or "group" in answer.text or "message" in answer.text
         assert http.get("/v1/topics/free").status_code == 200
+
+
+def test_the_admin_client_keeps_a_name_one_path_segment(broker: LocalBroker) -> None:
+    """A name that reads as a path (``x/../../groups/g``) is sent as one segment and
+    refused; it never turns into a request for another resource."""
+    admin = broker.admin()
+    try:
+        for bad in ("x/../../groups/g-limits", "..", "a/b"):
+            with pytest.raises(AdminError) as refused:
+                admin.delete_topic(bad)
+            assert refused.value.status in (404, 422), refused.value
+        assert any(g["name"] == "g-limits" for g in admin.groups())
+        with pytest.raises(AdminError) as refused:
+            admin.topic("free\n")
+        assert refused.value.status == 422 and "only letters" in refused.value.detail
+    finally:
+        admin.close()
