@@ -431,3 +431,19 @@ def test_the_admin_client_keeps_a_name_one_path_segment(broker: LocalBroker) -> 
         assert refused.value.status == 422 and "only letters" in refused.value.detail
     finally:
         admin.close()
+
+
+def test_admin_request_bodies_are_bounded(broker: LocalBroker) -> None:
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        for _ in range(40):
+            yield b" " * 65536
+
+    json_type = {"content-type": "application/json"}
+    with httpx.Client(base_url=f"http://{broker.admin_address}", timeout=30) as http:
+        declared = http.post("/v1/topics", content=b" " * (2 << 20), headers=json_type)
+        assert declared.status_code == 413 and "larger than" in declared.text
+    with httpx.Client(base_url=f"http://{broker.admin_address}", timeout=30) as http:
+        streamed = http.post("/v1/topics", content=chunks(), headers=json_type)
+        assert streamed.status_code == 413
+    with httpx.Client(base_url=f"http://{broker.admin_address}", timeout=30) as http:
+        assert http.post("/v1/groups", json={"name": "g-small-body"}).status_code == 201

@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
+from rocketcluster.api.body_limit import BodyLimit
 from rocketcluster.api.names import GroupName, TopicName
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.controller.core import ControllerCore, Reply
@@ -199,6 +200,7 @@ def _spec(model: type[BaseModel], kind: str, name: str, body: Any) -> dict[str, 
 
 def create_controller_app(core: ControllerCore) -> FastAPI:
     app = FastAPI(title="rocketcluster controller admin", version="v1")
+    app.add_middleware(BodyLimit)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Metrics(core))
 

@@ -12,6 +12,7 @@ from fastapi import FastAPI, HTTPException, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from rocketcluster.api.body_limit import BodyLimit
 from rocketcluster.api.names import GroupName, MessageId, MessageKey, TopicName
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.broker.messaging import queries
@@ -73,6 +74,7 @@ def create_admin_app(
             "Topics, consumer groups, offsets, message lookup and statistics of one broker."
         ),
     )
+    app.add_middleware(BodyLimit)
     store = rt.store
 
     @app.get("/healthz")
