@@ -32,6 +32,7 @@ LIMITS = {
     "maxConnections": 50,
     "maxConnectionsPerAddress": 12,
     "maxConcurrentStreams": 16,
+    "maxConcurrentRpcs": 40,
     "maxConnectionIdleSeconds": 2,
     "maxInflightRequestsPerClient": 6,
     "maxInflightBytesPerClient": 200_000,
@@ -92,7 +93,11 @@ class Telemetry:
         )
         self._out.put(spb.TelemetryCommand(settings=settings))
         self.call = stub.Telemetry(iter(self._out.get, None), metadata=meta(client), timeout=60)
-        self.first: spb.TelemetryCommand = next(self.call)
+        try:
+            self.first: spb.TelemetryCommand = next(self.call)
+        except grpc.RpcError:
+            self.close()  # ends the thread that feeds the request stream
+            raise
 
     @property
     def admitted(self) -> bool:
@@ -268,6 +273,37 @@ def _drain(call: object) -> list[object]:
         return answers
     except grpc.RpcError as exc:
         return [exc]
+
+
+def test_concurrent_rpcs_of_all_clients(broker: LocalBroker) -> None:
+    """maximum_concurrent_rpcs: with every RPC slot held, gRPC refuses a new RPC at
+    once (RESOURCE_EXHAUSTED); a slot freed serves the next one."""
+    limit = LIMITS["maxConcurrentRpcs"]
+    per_channel = LIMITS["maxConcurrentStreams"]
+    with contextlib.ExitStack() as stack:
+        streams = stack.enter_context(held_streams())
+        stubs = [
+            stack.enter_context(channel(broker)) for _ in range(-(-(limit + 1) // per_channel))
+        ]
+        refused: grpc.RpcError | None = None
+        for i in range(limit + 1):
+            try:
+                streams.append(Telemetry(stubs[i // per_channel], f"many-{i}"))
+            except grpc.RpcError as exc:
+                refused = exc
+                break
+        assert refused is not None, "no RPC was refused"
+        assert refused.code() is grpc.StatusCode.RESOURCE_EXHAUSTED, refused
+        streams.pop().close()
+
+        def served() -> bool:
+            try:
+                return bool(send_raw(stubs[-1], "after-many", "free", b"x").code == Code.OK)
+            except grpc.RpcError as exc:  # until the closed stream's slot is free
+                assert exc.code() is grpc.StatusCode.RESOURCE_EXHAUSTED, exc
+                return False
+
+        wait_for(served, what="a freed slot to serve the next RPC")
 
 
 def test_concurrent_streams_per_connection(broker: LocalBroker) -> None:

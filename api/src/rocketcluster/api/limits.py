@@ -34,6 +34,14 @@ class ClientLimits(BaseModel):
         extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
     )
 
+    max_concurrent_rpcs: int = Field(
+        default=50_000,
+        ge=1,
+        description=(
+            "RPCs in progress on the client port, all clients together; beyond it gRPC "
+            "refuses a new RPC with RESOURCE_EXHAUSTED before it reaches the broker"
+        ),
+    )
     max_connections: int = Field(
         default=10_000, ge=1, description="connections with RPCs in progress, all addresses"
     )

@@ -144,6 +144,7 @@ class BrokerServer:
         self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
         server = grpc.aio.server(
             interceptors=[ClientAdmission(cfg.client_limits, self.runtime.metrics)],
+            maximum_concurrent_rpcs=cfg.client_limits.max_concurrent_rpcs,
             options=[
                 ("grpc.so_reuseport", 0),
                 *server_options(cfg.client_limits, cfg.max_message_bytes),

@@ -19,8 +19,11 @@ A request whose bytes do not decode is answered BAD_REQUEST in a response's stat
 (gRPC alone would end the call UNKNOWN with the decoder's exception); a Telemetry
 stream ends there, with that answer.
 
-Streams per connection are bounded by gRPC itself (``grpc.max_concurrent_streams``,
-``server_options``): the client waits for a free stream, the server holds nothing.
+RPCs of all clients together are bounded by gRPC itself (``maximum_concurrent_rpcs``:
+RESOURCE_EXHAUSTED before the RPC reaches the broker), and so are streams per
+connection (``grpc.max_concurrent_streams``, ``server_options``): the client waits
+for a free stream, the server holds nothing.
+
 The bookkeeping is a few dict updates per RPC, none per message.
 """
 
