@@ -6,6 +6,8 @@ import pytest
 
 from rocketcluster.api.topics import ConsumerGroupSpec, MessageType, TopicSpec
 from rocketcluster.broker.store import InvalidNameError, MetadataStore
+from rocketcluster.broker.store.dispatch import ConsumeQueueTable
+from rocketcluster.broker.tiered.catalog import segment_name
 
 
 def test_topics_groups_and_offsets_survive_reopen(tmp_path: Path) -> None:
@@ -41,5 +43,27 @@ def test_invalid_names_are_refused(tmp_path: Path) -> None:
             meta.commit_offset("ok", "bad topic", 0, 1)
         with pytest.raises(ValueError):
             meta.commit_offset("ok", "topic", -1, 1)
+        # Specs built around their validators still never become keys.
+        with pytest.raises(InvalidNameError):
+            meta.put_topic(TopicSpec.model_construct(name="a\x00b", queues=1))
+        with pytest.raises(InvalidNameError):
+            meta.put_group(ConsumerGroupSpec.model_construct(name="../g"))
+        assert meta.list_topics() == [] and meta.list_groups() == []
     finally:
         meta.close()
+
+
+def test_a_topic_becomes_a_directory_only_when_it_is_a_safe_name(tmp_path: Path) -> None:
+    table = ConsumeQueueTable(tmp_path / "cq", 1024)
+    for bad in ("..", "../x", "a/b", "a\\b", "t\x00", "t\n", ""):
+        with pytest.raises(InvalidNameError):
+            table.get_or_create(bad, 0)
+    assert table.get_or_create("%RETRY%g", 0).topic == "%RETRY%g"
+    assert not (tmp_path / "x").exists()
+
+
+def test_tier_object_names_refuse_unsafe_topics() -> None:
+    assert segment_name("c/g/segments/", "orders", 1, 0).startswith("c/g/segments/orders/1/")
+    for bad in ("..", "a/b", "t\x00"):
+        with pytest.raises(ValueError, match="cannot name a tier object"):
+            segment_name("c/g/segments/", bad, 0, 0)

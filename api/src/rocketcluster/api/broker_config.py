@@ -18,6 +18,7 @@ from rocketcluster.api.cluster import (
     TieredBackend,
     TieredStorageSpec,
 )
+from rocketcluster.api.limits import ClientLimits
 from rocketcluster.api.stats import DEFAULT_STATS_INTERVAL_SECONDS
 from rocketcluster.api.tls import TlsFiles
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
@@ -114,6 +115,7 @@ class BrokerProcessConfig(BaseModel):
     replication: ReplicationSpec = Field(default_factory=ReplicationSpec)
     flush: FlushPolicy = FlushPolicy.ASYNC
     max_message_bytes: int = 4 * 1024 * 1024
+    client_limits: ClientLimits = Field(default_factory=ClientLimits)
     retention_hours: float = 72.0
     auto_create_topics: bool = False
     topics: list[TopicSpec] = Field(default_factory=list)

@@ -66,6 +66,15 @@ class RocketTopicSpec(_Spec):
     )
     queues: int = Field(default=8, ge=1, le=1024, description="queues per broker group")
     message_type: MessageType = Field(default=MessageType.NORMAL, alias="messageType")
+    max_message_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        alias="maxMessageBytes",
+        description="largest message body (the brokers' maxMessageBytes applies above it)",
+    )
+    max_produce_rate: float | None = Field(
+        default=None, gt=0, alias="maxProduceRate", description="messages/s per broker"
+    )
 
 
 class RocketConsumerGroupSpec(_Spec):
@@ -96,6 +105,8 @@ class RocketTopic(BaseModel):
             name=self.spec.topic_name or self.metadata.name,
             queues=self.spec.queues,
             messageType=self.spec.message_type,
+            maxMessageBytes=self.spec.max_message_bytes,
+            maxProduceRate=self.spec.max_produce_rate,
         )
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, m
 from pydantic.alias_generators import to_camel
 
 from rocketcluster.api import kube
+from rocketcluster.api.limits import ClientLimits
 from rocketcluster.api.stats import DEFAULT_STATS_INTERVAL_SECONDS
 from rocketcluster.api.status import RocketClusterStatus
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
@@ -142,6 +143,7 @@ class BrokersSpec(_Model):
     termination_grace_period_seconds: int = Field(
         default=60, ge=1, le=3600, description="time a broker gets to flush and stop"
     )
+    client_limits: ClientLimits = Field(default_factory=ClientLimits)
 
     @model_validator(mode="after")
     def _replication_fits(self) -> Self:
@@ -698,6 +700,21 @@ class RocketClusterSpec(_Model):
                 f"healthReports.image is needed: spec.image {self.image!r} is not a "
                 f"{BROKER_IMAGE_NAME} image by tag, so its {SPARK_JOBS_IMAGE_NAME} twin "
                 "cannot be derived"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _topic_limits_fit(self) -> Self:
+        broker_max = self.brokers.max_message_bytes
+        over = [
+            f"{t.name} ({t.max_message_bytes})"
+            for t in self.topics
+            if t.max_message_bytes is not None and t.max_message_bytes > broker_max
+        ]
+        if over:
+            raise ValueError(
+                f"topics.maxMessageBytes above brokers.maxMessageBytes ({broker_max}): "
+                f"{', '.join(over)}; lower them or raise brokers.maxMessageBytes"
             )
         return self
 

@@ -20,6 +20,7 @@ def broker_settings(cluster: RocketCluster) -> dict[str, Any]:
         "auto_create_topics": brokers.auto_create_topics,
         "stats_interval_seconds": brokers.stats_interval_seconds,
         "replication": brokers.replication,
+        "client_limits": brokers.client_limits,
         "tiered_storage": cluster.spec.tiered_storage,
         "topics": cluster.spec.topics,
         "consumer_groups": cluster.spec.consumer_groups,

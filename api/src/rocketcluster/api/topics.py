@@ -25,6 +25,24 @@ class TopicSpec(BaseModel):
     name: str
     queues: int = Field(default=8, ge=1, le=1024)
     message_type: MessageType = Field(default=MessageType.NORMAL, alias="messageType")
+    max_message_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        alias="maxMessageBytes",
+        description=(
+            "largest message body this topic accepts (at most brokers.maxMessageBytes, "
+            "which applies when unset); larger ones get MESSAGE_BODY_TOO_LARGE"
+        ),
+    )
+    max_produce_rate: float | None = Field(
+        default=None,
+        gt=0,
+        alias="maxProduceRate",
+        description=(
+            "messages per second each broker accepts for this topic (a token bucket "
+            "with one second of burst); more get TOO_MANY_REQUESTS; unset: unlimited"
+        ),
+    )
 
     @field_validator("name")
     @classmethod

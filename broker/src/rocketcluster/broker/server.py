@@ -23,6 +23,7 @@ from rocketcluster.api.tls import ClientTls, add_port, server_ssl_context
 from rocketcluster.broker.admin.app import create_admin_app
 from rocketcluster.broker.ha.role import Role, RoleManager
 from rocketcluster.broker.kube_label import HttpPodPatcher, PodLabeler, PodTarget
+from rocketcluster.broker.messaging.admission import ClientAdmission, server_options
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.messaging.service import MessagingServicer
@@ -150,13 +151,15 @@ class BrokerServer:
         self._admin = _AdminServer(admin_config)
         self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
         server = grpc.aio.server(
+            interceptors=[ClientAdmission(cfg.client_limits, self.runtime.metrics)],
+            maximum_concurrent_rpcs=cfg.client_limits.max_concurrent_rpcs,
             options=[
                 ("grpc.so_reuseport", 0),
-                ("grpc.max_receive_message_length", cfg.max_message_bytes * 2 + (1 << 20)),
+                *server_options(cfg.client_limits, cfg.max_message_bytes),
                 ("grpc.max_send_message_length", -1),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
-            ]
+            ],
         )
         servicer = guard_servicer(MessagingServicer(self.runtime), cfg.auth, metrics.observe_rpc)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)

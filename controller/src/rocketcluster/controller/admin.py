@@ -17,6 +17,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
+from rocketcluster.api.body_limit import BodyLimit
+from rocketcluster.api.names import GroupName, TopicName
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.controller.core import ControllerCore, Reply
 from rocketcluster.controller.state import ControllerCode, validation_problems
@@ -193,11 +195,12 @@ def _spec(model: type[BaseModel], kind: str, name: str, body: Any) -> dict[str, 
             "agree (to rename, put the new name and delete the old one)",
         )
     spec = _body(model, {**body, "name": name}, kind)
-    return spec.model_dump(mode="json", by_alias=True)
+    return spec.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def create_controller_app(core: ControllerCore) -> FastAPI:
     app = FastAPI(title="rocketcluster controller admin", version="v1")
+    app.add_middleware(BodyLimit)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Metrics(core))
 
@@ -274,7 +277,7 @@ def create_controller_app(core: ControllerCore) -> FastAPI:
         return _answer(core, await core.put_topic(_spec(TopicSpec, "topic", name, body)))
 
     @app.delete("/v1/topics/{name}")
-    async def delete_topic(name: str) -> dict[str, Any]:
+    async def delete_topic(name: TopicName) -> dict[str, Any]:
         _require_leader(core)
         return _answer(core, await core.delete_topic(name))
 
@@ -286,7 +289,7 @@ def create_controller_app(core: ControllerCore) -> FastAPI:
         return _answer(core, await core.put_consumer_group(spec))
 
     @app.delete("/v1/consumer-groups/{name}")
-    async def delete_consumer_group(name: str) -> dict[str, Any]:
+    async def delete_consumer_group(name: GroupName) -> dict[str, Any]:
         _require_leader(core)
         return _answer(core, await core.delete_consumer_group(name))
 

@@ -9,6 +9,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import grpc
+
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.api.generated import controller_pb2_grpc
 from rocketcluster.controller.core import ControllerCore, Reply
@@ -32,9 +34,16 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         self._core = core
 
     async def Raft(self, request: cpb.RaftBatch, context: Any) -> cpb.RaftAck:
+        """Step each message; a batch that does not decode (a kind no member sends) is
+        refused whole with INVALID_ARGUMENT. What decodes but does not fit (a stale
+        term, an unknown peer) the node drops, as Raft does."""
+        try:
+            messages = [decode(m) for m in request.messages]
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad raft message: {exc}")
         node = self._core.node
-        for message in request.messages:
-            node.step(decode(message))
+        for message in messages:
+            node.step(message)
         return cpb.RaftAck()
 
     async def ApplyBrokerId(self, r: cpb.ApplyBrokerIdRequest, context: Any) -> cpb.ControllerReply:

@@ -338,9 +338,12 @@ class ReplicasState:
         self, table: dict[str, dict[str, Any]], model: type[BaseModel], kind: str, c: dict[str, Any]
     ) -> Result:
         """Store a spec in its canonical JSON, so an unchanged put is recognised (and
-        changes neither the version nor the history)."""
+        changes neither the version nor the history); optional limits left unset are
+        left out, as before they existed."""
         try:
-            spec = model.model_validate(c.get("spec")).model_dump(mode="json", by_alias=True)
+            spec = model.model_validate(c.get("spec")).model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
         except ValidationError as exc:
             return fail(
                 ControllerCode.CONTROLLER_INVALID_REQUEST,

@@ -158,7 +158,7 @@ def elect(directory: Path, controllers: str | None, group: str, broker_id: int |
             call(
                 *admins(directory, controllers),
                 "POST",
-                f"/v1/groups/{group}/elect",
+                f"/v1/groups/{quote(group, safe='')}/elect",
                 json=body,
                 headers=bearer(directory),
             ),

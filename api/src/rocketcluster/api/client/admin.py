@@ -99,6 +99,13 @@ def _snapshot(raw: dict[str, Any]) -> StatsSnapshot:
         raise StatsFormatError(f"stats snapshot does not match the format: {exc}") from exc
 
 
+def segment(value: str) -> str:
+    """``value`` as one URL path segment: a name holding ``/`` or being ``..`` stays
+    one segment the server judges (and refuses), never a different path."""
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
+
+
 class AdminClient:
     def __init__(
         self,
@@ -159,7 +166,7 @@ class AdminClient:
         return result
 
     def topic(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/v1/topics/{name}")
+        result: dict[str, Any] = self._call("GET", f"/v1/topics/{segment(name)}")
         return result
 
     def create_topic(
@@ -170,7 +177,7 @@ class AdminClient:
         return result
 
     def delete_topic(self, name: str) -> None:
-        self._call("DELETE", f"/v1/topics/{name}")
+        self._call("DELETE", f"/v1/topics/{segment(name)}")
 
     def groups(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self._call("GET", "/v1/groups")
@@ -184,19 +191,20 @@ class AdminClient:
         return result
 
     def delete_group(self, name: str) -> None:
-        self._call("DELETE", f"/v1/groups/{name}")
+        self._call("DELETE", f"/v1/groups/{segment(name)}")
 
     def offsets(self, group: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("GET", f"/v1/groups/{group}/offsets")
+        result: list[dict[str, Any]] = self._call("GET", f"/v1/groups/{segment(group)}/offsets")
         return result
 
     def reset_offset(self, group: str, topic: str, queue_id: int, offset: int) -> dict[str, Any]:
         body = {"topic": topic, "queueId": queue_id, "offset": offset}
-        result: dict[str, Any] = self._call("PUT", f"/v1/groups/{group}/offsets", json=body)
+        path = f"/v1/groups/{segment(group)}/offsets"
+        result: dict[str, Any] = self._call("PUT", path, json=body)
         return result
 
     def message(self, message_id: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("GET", f"/v1/messages/{message_id}")
+        result: list[dict[str, Any]] = self._call("GET", f"/v1/messages/{segment(message_id)}")
         return result
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[dict[str, Any]]:
@@ -278,7 +286,7 @@ class AdminClient:
         """The first offset of ``topic``'s queue ``queue_id`` stored at or after
         ``time_ms`` (epoch ms), data only in the tier included: where a consumer group
         resets to for "from this time on"."""
-        path = f"/v1/topics/{quote(topic, safe='')}/queues/{queue_id}/offset"
+        path = f"/v1/topics/{segment(topic)}/queues/{queue_id}/offset"
         raw: dict[str, Any] = self._call("GET", path, params={"time": time_ms})
         return QueueOffset(
             offset=int(raw["offset"]),

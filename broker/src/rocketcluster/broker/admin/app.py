@@ -6,12 +6,14 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from rocketcluster.api.body_limit import BodyLimit
+from rocketcluster.api.names import GroupName, MessageId, MessageKey, TopicName
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.broker.messaging import queries
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
@@ -26,7 +28,7 @@ PREVIEW_BYTES = 4096
 class OffsetReset(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
-    topic: str
+    topic: TopicName
     queue_id: int = Field(alias="queueId", ge=0)
     offset: int = Field(ge=0)
 
@@ -72,6 +74,7 @@ def create_admin_app(
             "Topics, consumer groups, offsets, message lookup and statistics of one broker."
         ),
     )
+    app.add_middleware(BodyLimit)
     store = rt.store
 
     @app.get("/healthz")
@@ -128,7 +131,7 @@ def create_admin_app(
             raise _http(exc) from exc
 
     @app.get("/v1/topics/{name}")
-    def get_topic(name: str) -> dict[str, Any]:
+    def get_topic(name: TopicName) -> dict[str, Any]:
         topic = rt.registry.get_topic(name)
         if topic is None:
             raise HTTPException(404, detail=f"topic {name!r} does not exist")
@@ -139,7 +142,7 @@ def create_admin_app(
         return {**topic.model_dump(by_alias=True), "queueOffsets": queues}
 
     @app.delete("/v1/topics/{name}", status_code=204)
-    def delete_topic(name: str) -> Response:
+    def delete_topic(name: TopicName) -> Response:
         if not rt.registry.delete_topic(name):
             raise HTTPException(404, detail=f"topic {name!r} does not exist")
         return Response(status_code=204)
@@ -155,21 +158,21 @@ def create_admin_app(
         return rt.registry.put_group(spec).model_dump(by_alias=True)
 
     @app.get("/v1/groups/{name}")
-    def get_group(name: str) -> dict[str, Any]:
+    def get_group(name: GroupName) -> dict[str, Any]:
         group = rt.registry.get_group(name)
         if group is None:
             raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
         return group.model_dump(by_alias=True)
 
     @app.delete("/v1/groups/{name}", status_code=204)
-    def delete_group(name: str) -> Response:
+    def delete_group(name: GroupName) -> Response:
         if not rt.registry.delete_group(name):
             raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
         rt.pop.forget_group(name)
         return Response(status_code=204)
 
     @app.get("/v1/groups/{name}/offsets")
-    def group_offsets(name: str) -> list[dict[str, Any]]:
+    def group_offsets(name: GroupName) -> list[dict[str, Any]]:
         if rt.registry.get_group(name) is None:
             raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
         rows = []
@@ -191,7 +194,7 @@ def create_admin_app(
         return rows
 
     @app.put("/v1/groups/{name}/offsets")
-    def reset_offset(name: str, body: OffsetReset) -> dict[str, Any]:
+    def reset_offset(name: GroupName, body: OffsetReset) -> dict[str, Any]:
         try:
             rt.registry.require_group(name)
             rt.pop.reset_offset(name, body.topic, body.queue_id, body.offset)
@@ -202,7 +205,7 @@ def create_admin_app(
     # -- messages --------------------------------------------------------------
 
     @app.get("/v1/messages/{message_id}")
-    async def message_by_id(message_id: str) -> list[dict[str, Any]]:
+    async def message_by_id(message_id: MessageId) -> list[dict[str, Any]]:
         """Messages with this id — in the local store, or in the tier once local
         retention removed them."""
         found = await queries.lookup_by_id(store, rt.tier, message_id)
@@ -212,14 +215,16 @@ def create_admin_app(
 
     @app.get("/v1/messages")
     async def messages_by_key(
-        topic: str = Query(...), key: str = Query(...), limit: int = Query(32, ge=1, le=1000)
+        topic: Annotated[TopicName, Query()],
+        key: Annotated[MessageKey, Query()],
+        limit: int = Query(32, ge=1, le=1000),
     ) -> list[dict[str, Any]]:
         found = await queries.lookup_by_key(store, rt.tier, topic, key, limit)
         return [_message_view(m) for m in found]
 
     @app.get("/v1/topics/{name}/queues/{queue_id}/offset")
     async def queue_offset_for_time(
-        name: str, queue_id: int, time_ms: int = Query(..., alias="time", ge=0)
+        name: TopicName, queue_id: int, time_ms: int = Query(..., alias="time", ge=0)
     ) -> dict[str, Any]:
         """The first offset of a queue stored at or after ``time`` (epoch ms), the tier
         included: where a consumer group resets to for "from this time on"."""

@@ -26,9 +26,9 @@ from rocketcluster.api.generated import ha_pb2 as hpb
 from rocketcluster.broker.ha.epoch import (
     EpochEntry,
     EpochFileCache,
-    consistent_point,
     next_boundary,
 )
+from rocketcluster.broker.ha.protocol import handshake_reply
 from rocketcluster.broker.store import MessageStore, PutStatus, record
 
 log = logging.getLogger(__name__)
@@ -266,6 +266,9 @@ class HAMaster:
             return
         reply = self._handshake(hs)
         yield hpb.MasterMessage(handshake=reply)
+        if reply.refused:
+            log.warning("refused a replication handshake: %s", reply.refused)
+            return
         slave = self.slaves.setdefault(hs.broker_id, SlaveState(hs.broker_id))
         self._streams += 1
         stream = slave.stream = self._streams
@@ -332,22 +335,13 @@ class HAMaster:
 
     def _handshake(self, hs: hpb.Handshake) -> hpb.HandshakeReply:
         clog = self.store.commitlog
-        mine = list(self.epochs.entries)
-        theirs = [EpochEntry(e.epoch, e.start_offset) for e in hs.epochs]
-        reply = hpb.HandshakeReply(
-            epochs=[hpb.EpochEntry(epoch=e.epoch, start_offset=e.start_offset) for e in mine],
-            master_epoch=self.view.master_epoch if self.view else 0,
+        return handshake_reply(
+            hs,
+            list(self.epochs.entries),
+            clog.committed_offset,
+            clog.min_offset,
+            self.view.master_epoch if self.view else 0,
         )
-        fresh = hs.max_offset == hs.min_offset and not theirs
-        cp = None if fresh else consistent_point(mine, clog.committed_offset, theirs, hs.max_offset)
-        if cp is None or cp < clog.min_offset:
-            # Nothing shared (a new slave) or shared history already deleted here:
-            # start over at this log's first segment.
-            reply.reset = True
-            reply.truncate_to = reply.start_offset = clog.min_offset
-        else:
-            reply.truncate_to = reply.start_offset = cp
-        return reply
 
     async def _read_acks(
         self, requests: AsyncIterator[hpb.SlaveMessage], slave: SlaveState, stream: int

@@ -21,6 +21,7 @@ from rocketcluster.api.generated import ha_pb2 as hpb
 from rocketcluster.api.generated.ha_pb2_grpc import HAServiceStub
 from rocketcluster.api.tls import ClientTls, grpc_channel
 from rocketcluster.broker.ha.epoch import EpochFileCache
+from rocketcluster.broker.ha.protocol import ReplicationProtocolError, data_problem, plan_alignment
 from rocketcluster.broker.store import MessageStore
 from rocketcluster.broker.store.replica import append_replicated, reset_to, truncate_to
 
@@ -89,7 +90,7 @@ class HASlave:
                 raise
             except grpc.aio.AioRpcError as exc:
                 log.info("replication from %s broke: %s", self.master_address, exc.code().name)
-            except (ConnectionError, TimeoutError) as exc:
+            except (ConnectionError, TimeoutError, ReplicationProtocolError) as exc:
                 log.info("replication from %s broke: %r", self.master_address, exc)
             except Exception:
                 log.exception("replication from %s failed", self.master_address)
@@ -134,10 +135,7 @@ class HASlave:
             reply_message = await stream.read()
         if reply_message is grpc.aio.EOF or not reply_message.HasField("handshake"):
             raise ConnectionError("the master closed the replication stream")
-        reply = reply_message.handshake
-        if reply.refused:
-            raise ConnectionError(f"the master refused: {reply.refused}")
-        self._align(reply)
+        self._align(reply_message.handshake)
         self.connected = True
         log.info("replicating from %s at %d", self.master_address, clog.write_offset)
         while not self._stopping:
@@ -164,24 +162,28 @@ class HASlave:
         """Cut the diverged tail (or start over), and adopt the master's epochs up to
         the point where the two logs agree."""
         store = self.store
-        if reply.reset:
+        plan = plan_alignment(reply, store.commitlog.write_offset)
+        if plan.action == "reset":
             log.warning(
-                "starting over empty at %d (no shared history with the master)", reply.start_offset
+                "starting over empty at %d (no shared history with the master)", plan.offset
             )
-            reset_to(store, reply.start_offset)
+            reset_to(store, plan.offset)
             self.epochs.replace([])
-        elif reply.truncate_to < store.commitlog.write_offset:
+        elif plan.action == "truncate":
             log.warning(
                 "cutting %d bytes that diverged from the master (log %d -> %d)",
-                store.commitlog.write_offset - reply.truncate_to,
+                store.commitlog.write_offset - plan.offset,
                 store.commitlog.write_offset,
-                reply.truncate_to,
+                plan.offset,
             )
-            truncate_to(store, reply.truncate_to)
-            self.epochs.truncate_from(reply.truncate_to)
+            truncate_to(store, plan.offset)
+            self.epochs.truncate_from(plan.offset)
 
     def _apply(self, data: hpb.Data) -> None:
         last = self.epochs.last
+        problem = data_problem(data, self.store.commitlog.write_offset, last)
+        if problem:
+            raise ReplicationProtocolError(f"bad data frame from the master: {problem}")
         if last is None or data.epoch > last.epoch:
             self.epochs.append(data.epoch, data.epoch_start)
         append_replicated(self.store, data.offset, data.data)

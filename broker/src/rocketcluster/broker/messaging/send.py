@@ -1,8 +1,11 @@
 """SendService: validate messages, choose queues, store them.
 
-Checks follow the Java proxy: body present and within the limit, message group
-shorter than 64 bytes, tag without ``|``, keys not blank, no reserved property names,
-the message type accepted by the topic. A message's type is TRANSACTION > DELAY
+Checks follow the Java proxy: body present and within the limit (the topic's, else
+the broker's), message group shorter than 64 bytes, tag without ``|``, keys not blank,
+no reserved property names, the message type accepted by the topic, the topic's
+produce rate. Tags, keys, message groups, ids and property names never hold control
+characters (nothing the store or an index could misread), keys no whitespace (they
+are stored space-separated). A message's type is TRANSACTION > DELAY
 (delivery timestamp set) > FIFO (message group set) > NORMAL. Delay messages wait in
 the timer topic and transaction halves in the half topic; everything else goes to its
 queue (FIFO: the message group's hash picks the queue, so a group stays in order).
@@ -11,24 +14,31 @@ queue (FIFO: the message group's hash picks the queue, so a group stays in order
 from __future__ import annotations
 
 import itertools
+import re
 import secrets
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
+from rocketcluster.api.names import CONTROL_CHARACTERS, KEY_FORBIDDEN
 from rocketcluster.api.topics import MessageType, TopicSpec
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.codes import Code, MessagingError, put_code
 from rocketcluster.broker.messaging.convert import store_properties, timestamp_ms, to_store
+from rocketcluster.broker.messaging.quota import ProduceQuota
 from rocketcluster.broker.messaging.recent import RecentIds
 from rocketcluster.broker.messaging.registry import TopicRegistry
 from rocketcluster.broker.messaging.timers import encode_recall_handle
 from rocketcluster.broker.store import MessageStore, MessageToStore, PutResult, PutStatus
 
 MAX_MESSAGE_GROUP_BYTES = 64
+MAX_NAME_CHARS = 255  # tags, keys, property names
+MAX_MESSAGE_ID_CHARS = 128
+_SEPARATORS = re.compile(r"[\x00-\x02]")  # NUL and the property separators
 MAX_PROPERTIES_BYTES = 16 * 1024
 DELIVERY_MS_THRESHOLD = 100_000_000_000  # larger numbers in .seconds are milliseconds
 
@@ -93,6 +103,7 @@ class SendService:
         # another queue; receives, acks and offsets go on.
         self.write_refusal: str | None = None
         self.recent = RecentIds()
+        self.quota = ProduceQuota()
         store.dispatcher.record_listeners.append(self.recent.record)
 
     async def send(self, messages: list[pb.Message], client_id: str) -> list[SendOutcome]:
@@ -177,21 +188,43 @@ class SendService:
         body_size = len(msg.body)
         if not body_size:
             raise MessagingError(Code.MESSAGE_BODY_EMPTY, "message body is empty")
-        if body_size > self._max_body:
+        max_body = self._max_body
+        if topic.max_message_bytes is not None and topic.max_message_bytes < max_body:
+            max_body = topic.max_message_bytes
+        if body_size > max_body:
             raise MessagingError(
                 Code.MESSAGE_BODY_TOO_LARGE,
-                f"message body of {body_size} bytes exceeds the limit of {self._max_body}",
+                f"message body of {body_size} bytes exceeds the limit of {max_body} "
+                f"bytes for topic {topic.name!r}: split the message or store the payload "
+                "elsewhere and send a reference",
+            )
+        if len(sp.message_id) > MAX_MESSAGE_ID_CHARS or CONTROL_CHARACTERS.search(sp.message_id):
+            raise MessagingError(
+                Code.ILLEGAL_MESSAGE_ID,
+                f"message_id must be at most {MAX_MESSAGE_ID_CHARS} printable characters",
             )
         tag = sp.tag
-        if tag and ("|" in tag or not tag.strip()):
-            raise MessagingError(Code.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} is not allowed")
-        if sp.keys and any(not k.strip() for k in sp.keys):
-            raise MessagingError(Code.ILLEGAL_MESSAGE_KEY, "message keys must not be blank")
+        if tag and (
+            "|" in tag
+            or not tag.strip()
+            or len(tag) > MAX_NAME_CHARS
+            or CONTROL_CHARACTERS.search(tag)
+        ):
+            raise MessagingError(
+                Code.ILLEGAL_MESSAGE_TAG,
+                f"tag {tag[:MAX_NAME_CHARS]!r} is not allowed: not blank, no '|' or control "
+                f"characters, at most {MAX_NAME_CHARS} characters",
+            )
+        if sp.keys:
+            self._check_keys(sp.keys)
         group = sp.message_group
-        if group and len(group.encode()) >= MAX_MESSAGE_GROUP_BYTES:
+        if group and (
+            len(group.encode()) >= MAX_MESSAGE_GROUP_BYTES or CONTROL_CHARACTERS.search(group)
+        ):
             raise MessagingError(
                 Code.ILLEGAL_MESSAGE_GROUP,
-                f"message group longer than {MAX_MESSAGE_GROUP_BYTES - 1} bytes",
+                f"message group must be shorter than {MAX_MESSAGE_GROUP_BYTES} bytes, without "
+                "control characters",
             )
         if msg.user_properties:
             self._check_user_properties(msg)
@@ -202,6 +235,7 @@ class SendService:
                 f"topic {topic.name!r} accepts {topic.message_type.value} messages, not "
                 f"{pb.MessageType.Name(message_type)}",
             )
+        self.quota.admit(topic)  # last: a refused message takes no token
         queue_id = self._queue_for(topic, sp.message_group)
         if message_type == TYPE_DELAY:
             return self._prepare_delay(msg, topic, queue_id, message_type)
@@ -223,12 +257,36 @@ class SendService:
         )
 
     @staticmethod
+    def _check_keys(keys: Sequence[str]) -> None:
+        """Keys are stored space-separated and indexed: each one a single word."""
+        for key in keys:
+            if not key.strip() or len(key) > MAX_NAME_CHARS or KEY_FORBIDDEN.search(key):
+                raise MessagingError(
+                    Code.ILLEGAL_MESSAGE_KEY,
+                    f"message key {key[:MAX_NAME_CHARS]!r} is not allowed: not blank, no "
+                    f"whitespace or control characters, at most {MAX_NAME_CHARS} characters",
+                )
+
+    @staticmethod
     def _check_user_properties(msg: pb.Message) -> None:
         reserved = sorted(k for k in msg.user_properties if k in prop.RESERVED)
         if reserved:
             raise MessagingError(
                 Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"reserved property names: {', '.join(reserved)}"
             )
+        for key, value in msg.user_properties.items():
+            if not key.strip() or len(key) > MAX_NAME_CHARS or CONTROL_CHARACTERS.search(key):
+                raise MessagingError(
+                    Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                    f"property name {key[:MAX_NAME_CHARS]!r} is not allowed: not blank, no "
+                    f"control characters, at most {MAX_NAME_CHARS} characters",
+                )
+            if _SEPARATORS.search(value):
+                raise MessagingError(
+                    Code.BAD_REQUEST,
+                    f"property {key!r}: its value holds NUL, \\x01 or \\x02, which cannot be "
+                    "stored",
+                )
         size = sum(len(k) + len(v) for k, v in msg.user_properties.items())
         if size > MAX_PROPERTIES_BYTES:
             raise MessagingError(

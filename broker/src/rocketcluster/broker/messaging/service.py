@@ -20,6 +20,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from rocketcluster.api.names import group_name_problem, topic_name_problem
 from rocketcluster.broker.messaging import queries
 from rocketcluster.broker.messaging.codes import OK, OK_STATUS, Code, MessagingError, status
 from rocketcluster.broker.messaging.convert import duration_ms, to_pb
@@ -47,6 +48,15 @@ def _metadata(context: grpc.aio.ServicerContext[Any, Any], key: str) -> str:
         if k == key:
             return v if isinstance(v, str) else v.decode()
     return ""
+
+
+def topic_named(name: str) -> str:
+    """A topic name a request carries without needing the topic to exist (acks,
+    transactions): still a valid name, or ILLEGAL_TOPIC."""
+    problem = topic_name_problem(name) if name else None
+    if problem:
+        raise MessagingError(Code.ILLEGAL_TOPIC, f"topic {name[:200]!r}: {problem}")
+    return name
 
 
 def client_id_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
@@ -132,6 +142,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     async def Heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
         def handle(client_id: str) -> spb.HeartbeatResponse:
+            problem = group_name_problem(request.group.name) if request.group.name else None
+            if problem:
+                raise MessagingError(
+                    Code.ILLEGAL_CONSUMER_GROUP,
+                    f"consumer group {request.group.name[:300]!r}: {problem}",
+                )
             self._rt.clients.touch(
                 client_id, group=request.group.name, client_type=request.client_type
             )
@@ -255,7 +271,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     ) -> spb.EndTransactionResponse:
         async def handle(client_id: str) -> spb.EndTransactionResponse:
             await self._rt.transactions.end(
-                request.transaction_id, request.message_id, request.topic.name, request.resolution
+                request.transaction_id,
+                request.message_id,
+                topic_named(request.topic.name),
+                request.resolution,
             )
             return spb.EndTransactionResponse(status=OK_STATUS)
 
@@ -385,7 +404,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     ) -> spb.AckMessageResponse:
         def handle(client_id: str) -> spb.AckMessageResponse:
             group = self._rt.registry.require_group(request.group.name)
-            topic = request.topic.name
+            topic = topic_named(request.topic.name)
             response = spb.AckMessageResponse()
             add = response.entries.add
             failed = 0
@@ -420,7 +439,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             if not 0 <= invisible <= self._rt.tuning.max_invisible_ms:
                 raise MessagingError(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration out of range")
             handle_text = self._rt.pop.change_invisible(
-                group.name, request.topic.name, request.receipt_handle, invisible
+                group.name, topic_named(request.topic.name), request.receipt_handle, invisible
             )
             return spb.ChangeInvisibleDurationResponse(status=OK_STATUS, receipt_handle=handle_text)
 
@@ -442,7 +461,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         async def handle(client_id: str) -> spb.ForwardMessageToDeadLetterQueueResponse:
             group = self._rt.registry.require_group(request.group.name)
             await self._rt.pop.forward_to_dead_letter(
-                group.name, request.topic.name, request.receipt_handle
+                group.name, topic_named(request.topic.name), request.receipt_handle
             )
             return spb.ForwardMessageToDeadLetterQueueResponse(status=OK_STATUS)
 

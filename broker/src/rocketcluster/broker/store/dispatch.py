@@ -12,9 +12,10 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from rocketcluster.api.names import topic_name_problem
+from rocketcluster.api.names import path_component_problem, topic_name_problem
 from rocketcluster.broker.store.commitlog import AppendedRecord
 from rocketcluster.broker.store.consumequeue import ConsumeQueue
+from rocketcluster.broker.store.errors import InvalidNameError
 from rocketcluster.broker.store.index import IndexRequest, IndexService
 from rocketcluster.broker.store.record import DispatchRequest, MessageToStore
 
@@ -55,6 +56,11 @@ class ConsumeQueueTable:
     def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self._queues.get((topic, queue_id))
         if cq is None:
+            # The last line of defence where a topic becomes a directory: every entry
+            # validates names, so this never triggers unless one of them was bypassed.
+            problem = path_component_problem(topic)
+            if problem:
+                raise InvalidNameError("topic", topic, f"not a safe directory name: {problem}")
             cq = ConsumeQueue(
                 self.root / topic / str(queue_id), topic, queue_id, self.entries_per_file
             )

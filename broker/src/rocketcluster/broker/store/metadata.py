@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -24,6 +25,13 @@ from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.broker.store.errors import DiskFullError, InvalidNameError, StoreError
 
 _U64: Final = struct.Struct(">Q")
+
+
+def _check_name(kind: str, name: str, rule: Callable[[str], str | None]) -> None:
+    """The last check before a name becomes a key (offset keys are NUL-separated)."""
+    problem = rule(name)
+    if problem:
+        raise InvalidNameError(kind, name, problem)
 
 
 def _offset_key(group: str, topic: str, queue_id: int) -> bytes:
@@ -65,6 +73,7 @@ class MetadataStore:
     # -- topics --------------------------------------------------------------
 
     def put_topic(self, spec: TopicSpec) -> None:
+        _check_name("topic", spec.name, topic_name_problem)  # a spec may be model_construct-ed
         self._write(
             self._topics_db, spec.name.encode(), spec.model_dump_json(by_alias=True).encode()
         )
@@ -86,6 +95,7 @@ class MetadataStore:
     # -- consumer groups -------------------------------------------------------
 
     def put_group(self, spec: ConsumerGroupSpec) -> None:
+        _check_name("consumer group", spec.name, group_name_problem)
         self._write(
             self._groups_db, spec.name.encode(), spec.model_dump_json(by_alias=True).encode()
         )

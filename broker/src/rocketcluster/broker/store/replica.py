@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 
+from rocketcluster.api.names import topic_name_problem
 from rocketcluster.broker.store import record
 from rocketcluster.broker.store.errors import CorruptRecordError, StoreError
 from rocketcluster.broker.store.message_store import MessageStore
@@ -27,6 +28,7 @@ def scan_records(data: bytes, offset: int, segment_size: int) -> list[DispatchRe
     view = memoryview(data)
     pos = 0
     out: list[DispatchRequest] = []
+    topics: set[str] = set()  # checked once per batch: records of a topic come in runs
     while pos < len(data):
         absolute = offset + pos
         space_left = segment_size - absolute % segment_size
@@ -38,7 +40,16 @@ def scan_records(data: bytes, offset: int, segment_size: int) -> list[DispatchRe
             continue
         if check.kind is None:
             raise CorruptRecordError(absolute, check.reason)
-        out.append(record.summarize(view, pos))
+        try:
+            summary = record.summarize(view, pos)
+        except ValueError as exc:  # CRC-valid, yet not text where text belongs
+            raise CorruptRecordError(absolute, f"undecodable record: {exc}") from exc
+        if summary.topic not in topics:
+            problem = topic_name_problem(summary.topic)
+            if problem:
+                raise CorruptRecordError(absolute, f"topic {summary.topic[:200]!r}: {problem}")
+            topics.add(summary.topic)
+        out.append(summary)
         pos += check.size
     return out
 

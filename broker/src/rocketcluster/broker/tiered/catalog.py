@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from rocketcluster.api.names import path_component_problem
 from rocketcluster.broker.tiered.backend import ObjectInfo, TierBackend
 from rocketcluster.broker.tiered.segment import (
     HEADER_PROBE_BYTES,
@@ -52,6 +53,11 @@ def group_root(cluster: str, group: str) -> str:
 
 
 def segment_name(root: str, topic: str, queue_id: int, start: int) -> str:
+    """The object name of a segment; ValueError for a topic that is not one safe
+    name part (the store validates topics; this is the last line of defence)."""
+    problem = path_component_problem(topic)
+    if problem:
+        raise ValueError(f"topic {topic!r} cannot name a tier object: {problem}")
     return f"{root}{topic}/{queue_id}/{start:020d}{SUFFIX}"
 
 

@@ -82,6 +82,8 @@ BROKER_METRICS: Final = (
     "rocketmq_storage_oldest_message_age",
     "rocketmq_storage_retention_seconds",
     "rocketmq_storage_retention_deleted_bytes_total",
+    "rocketmq_client_connections",
+    "rocketmq_client_limit_refusals_total",
 )
 # Exported only by brokers with spec.tieredStorage enabled (broker/tiered/metrics.py).
 TIERED_METRICS: Final = (
@@ -199,4 +201,9 @@ EXPECTED_EMPTY: Final[dict[str, str]] = {
     "alert:RocketMQControllerWithoutLeader": _NOT_FIRING,
     "alert:RocketMQControllerLeaderFlapping": _NOT_FIRING,
     "alert:RocketMQControllerDown": _NOT_FIRING,
+    # A series per limit appears at the first refusal; well-behaved clients meet none.
+    "metric:rocketmq_client_limit_refusals_total": "no client exceeds a clientLimits limit",
+    "dashboard:rocketcluster-clients/Refusals by client limit/A": (
+        "no client exceeds a clientLimits limit"
+    ),
 }

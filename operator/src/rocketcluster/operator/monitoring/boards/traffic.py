@@ -122,6 +122,27 @@ def clients() -> dict[str, Any]:
             ),
             12,
         )
+        .add(
+            graph(
+                "Client connections",
+                "Connections with RPCs in progress, per broker (spec.brokers.clientLimits."
+                "maxConnections bounds each).",
+                "short",
+                Q(f"sum by (node_id) ({v('rocketmq_client_connections', *b)})", "{{node_id}}"),
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Refusals by client limit",
+                "RPCs answered TOO_MANY_REQUESTS per second, by the clientLimits limit that "
+                "refused them (a client holding too much, or too many connections).",
+                "reqps",
+                Q(rate("rocketmq_client_limit_refusals_total", "limit", *b), "{{limit}}"),
+                steps=((0.01, "orange"),),
+            ),
+            12,
+        )
     )
     return board(
         "rocketcluster-clients",

@@ -1,0 +1,334 @@
+"""ClientAdmission: the client port's per-client limits (api/limits.py), as a gRPC
+server interceptor in front of the MessagingService.
+
+Every RPC is admitted or refused before its handler runs. A refused one gets the
+protocol's answer — a response whose ``status`` is TOO_MANY_REQUESTS (42900) naming
+the limit — and is never queued, so a client over its limits learns it at once while
+every other client keeps being served. What is counted, all while an RPC is in
+progress (admitted, handler not yet finished):
+
+- connections: distinct gRPC peers (``ip:port``, one per HTTP/2 connection) with at
+  least one RPC in progress, in total and per client IP — gRPC Python has no accept
+  hook, so an extra connection is refused RPC by RPC, not at accept;
+- in-flight requests per client id (``x-mq-client-id``; the peer when it is missing),
+  streams included (a Telemetry stream counts for its whole life);
+- in-flight request bytes per client id (the request message's encoded size, from
+  the unary request): one request always passes when the client holds nothing.
+
+A request whose bytes do not decode is answered BAD_REQUEST in a response's status
+(gRPC alone would end the call UNKNOWN with the decoder's exception); a Telemetry
+stream ends there, with that answer.
+
+RPCs of all clients together are bounded by gRPC itself (``maximum_concurrent_rpcs``:
+RESOURCE_EXHAUSTED before the RPC reaches the broker), and so are streams per
+connection (``grpc.max_concurrent_streams``, ``server_options``): the client waits
+for a free stream, the server holds nothing.
+
+The bookkeeping is a few dict updates per RPC, none per message.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NamedTuple
+
+import grpc
+from google.protobuf.message import DecodeError
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+
+from rocketcluster.api.limits import ClientLimits
+from rocketcluster.broker.messaging.codes import Code, status
+from rocketcluster.broker.metrics import BrokerMetrics
+
+SERVICE = "apache.rocketmq.v2.MessagingService"
+CLIENT_ID_HEADER = "x-mq-client-id"
+# Above the largest request the limits let through: a body of max_message_bytes and
+# the properties, keys and names around it (a few KiB; 16 KiB of user properties).
+FRAME_MARGIN_BYTES = 256 * 1024
+
+
+def server_options(limits: ClientLimits, max_message_bytes: int) -> list[tuple[str, int]]:
+    """gRPC server options of the client port that enforce limits in gRPC itself: a
+    frame larger than any acceptable request is refused (RESOURCE_EXHAUSTED) before
+    it is buffered whole, the streams of one connection are capped, and a connection
+    idle for long is closed."""
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes + FRAME_MARGIN_BYTES),
+        ("grpc.max_concurrent_streams", limits.max_concurrent_streams),
+        ("grpc.max_connection_idle_ms", limits.max_connection_idle_seconds * 1000),
+    ]
+
+
+def peer_address(peer: str) -> str:
+    """The client IP of a gRPC peer (``ipv4:1.2.3.4:5678``, ``ipv6:[::1]:5678``)."""
+    return peer.rsplit(":", 1)[0] if peer.count(":") > 1 else peer
+
+
+class Refusal(NamedTuple):
+    limit: str  # the ClientLimits field, as the manifest spells it
+    message: str
+
+
+class AdmissionLedger:
+    """What clients hold now; ``enter`` admits or names the limit it would break."""
+
+    def __init__(self, limits: ClientLimits) -> None:
+        self.limits = limits
+        self._peer_rpcs: dict[str, int] = {}
+        self._address_peers: dict[str, int] = {}
+        self._client_rpcs: dict[str, int] = {}
+        self._client_bytes: dict[str, int] = {}
+        self.refusals: dict[str, int] = {}  # by limit, since the start
+
+    @property
+    def connections(self) -> int:
+        return len(self._peer_rpcs)
+
+    def enter(self, peer: str, client: str, size: int) -> Refusal | None:
+        """Admit one RPC (and count it) or say which limit refuses it."""
+        refusal = self._check(peer, client, size)
+        if refusal is not None:
+            self.refusals[refusal.limit] = self.refusals.get(refusal.limit, 0) + 1
+            return refusal
+        peer_rpcs = self._peer_rpcs.get(peer, 0)
+        if not peer_rpcs:
+            address = peer_address(peer)
+            self._address_peers[address] = self._address_peers.get(address, 0) + 1
+        self._peer_rpcs[peer] = peer_rpcs + 1
+        self._client_rpcs[client] = self._client_rpcs.get(client, 0) + 1
+        self._client_bytes[client] = self._client_bytes.get(client, 0) + size
+        return None
+
+    def _check(self, peer: str, client: str, size: int) -> Refusal | None:
+        lim = self.limits
+        if peer not in self._peer_rpcs:
+            if len(self._peer_rpcs) >= lim.max_connections:
+                return Refusal(
+                    "maxConnections",
+                    f"the broker has {len(self._peer_rpcs)} client connections in use, "
+                    f"its limit (clientLimits.maxConnections = {lim.max_connections})",
+                )
+            address = peer_address(peer)
+            if self._address_peers.get(address, 0) >= lim.max_connections_per_address:
+                return Refusal(
+                    "maxConnectionsPerAddress",
+                    f"address {address} has {lim.max_connections_per_address} connections "
+                    f"in use (clientLimits.maxConnectionsPerAddress): reuse a channel",
+                )
+        rpcs = self._client_rpcs.get(client, 0)
+        if rpcs >= lim.max_inflight_requests_per_client:
+            return Refusal(
+                "maxInflightRequestsPerClient",
+                f"client {client!r} has {rpcs} requests in progress "
+                f"(clientLimits.maxInflightRequestsPerClient = "
+                f"{lim.max_inflight_requests_per_client}): wait for answers before sending more",
+            )
+        held = self._client_bytes.get(client, 0)
+        if held and held + size > lim.max_inflight_bytes_per_client:
+            return Refusal(
+                "maxInflightBytesPerClient",
+                f"client {client!r} has {held} request bytes in progress; {size} more would "
+                f"exceed clientLimits.maxInflightBytesPerClient = "
+                f"{lim.max_inflight_bytes_per_client}",
+            )
+        return None
+
+    def leave(self, peer: str, client: str, size: int) -> None:
+        """Release what ``enter`` admitted."""
+        _decrement(self._client_rpcs, client, 1)
+        _decrement(self._client_bytes, client, size)
+        if _decrement(self._peer_rpcs, peer, 1) == 0:
+            _decrement(self._address_peers, peer_address(peer), 1)
+
+
+def _decrement(table: dict[str, int], key: str, amount: int) -> int:
+    left = table.get(key, 0) - amount
+    if left > 0:
+        table[key] = left
+    else:
+        table.pop(key, None)
+    return max(left, 0)
+
+
+def _refusal_replies() -> dict[str, Callable[[pb.Status], Any]]:
+    """Per method of the service: a response of its type carrying a status."""
+    service = spb.DESCRIPTOR.services_by_name["MessagingService"]
+    replies: dict[str, Callable[[pb.Status], Any]] = {}
+    for method in service.methods:
+        replies[method.name] = functools.partial(_reply, getattr(spb, method.output_type.name))
+    return replies
+
+
+def _reply(response_type: Any, refusal: pb.Status) -> Any:
+    return response_type(status=refusal)
+
+
+class Undecodable(NamedTuple):
+    """What the wrapped deserializer hands on for bytes that are not a request."""
+
+    error: str
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return deserializer(raw)
+        except DecodeError as exc:
+            return Undecodable(str(exc))
+
+    return decode
+
+
+def _undecodable(method: str, request: Undecodable) -> pb.Status:
+    return status(
+        Code.BAD_REQUEST,
+        f"the {method} request could not be decoded ({request.error}): send a valid "
+        "apache.rocketmq.v2 message",
+    )
+
+
+def _client_of(details: grpc.HandlerCallDetails) -> str:
+    for key, value in details.invocation_metadata or ():
+        if key == CLIENT_ID_HEADER:
+            return value if isinstance(value, str) else value.decode(errors="replace")
+    return ""
+
+
+class ClientAdmission(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    def __init__(self, limits: ClientLimits, metrics: BrokerMetrics | None = None) -> None:
+        self.ledger = ledger = AdmissionLedger(limits)
+        self._observe = metrics.observe_rpc if metrics is not None else None
+        self._replies = _refusal_replies()
+        self._prefix = f"/{SERVICE}/"
+        if metrics is not None:
+            metrics.gauge(
+                "rocketmq_client_connections",
+                "Client connections with RPCs in progress (clientLimits.maxConnections)",
+                lambda: [({}, float(ledger.connections))],
+            )
+            metrics.counter(
+                "rocketmq_client_limit_refusals",
+                "RPCs refused TOO_MANY_REQUESTS by a client limit",
+                lambda: [({"limit": k}, float(v)) for k, v in sorted(ledger.refusals.items())],
+            )
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        full: str = handler_call_details.method
+        if handler is None or not full.startswith(self._prefix):
+            return handler
+        method = full[len(self._prefix) :]
+        reply = self._replies.get(method)
+        if reply is None:
+            return handler
+        client = _client_of(handler_call_details)
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(method, client, reply, handler.unary_unary),
+                request_deserializer=_tolerant(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._unary_stream(method, client, reply, handler.unary_stream),
+                request_deserializer=_tolerant(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._stream_stream(method, client, reply, handler.stream_stream),
+                request_deserializer=_tolerant(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # client streaming: the service has none
+
+    def _refused(self, method: str, refusal: Refusal) -> pb.Status:
+        if self._observe is not None:
+            self._observe(method, Code.TOO_MANY_REQUESTS, 0.0)
+        return status(Code.TOO_MANY_REQUESTS, refusal.message)
+
+    def _unary(
+        self, method: str, client: str, reply: Callable[[pb.Status], Any], inner: Any
+    ) -> Callable[[Any, Any], Awaitable[Any]]:
+        ledger = self.ledger
+
+        async def behavior(request: Any, context: Any) -> Any:
+            if type(request) is Undecodable:
+                return reply(_undecodable(method, request))
+            peer = context.peer()
+            key = client or peer
+            size = request.ByteSize()
+            refusal = ledger.enter(peer, key, size)
+            if refusal is not None:
+                return reply(self._refused(method, refusal))
+            try:
+                return await inner(request, context)
+            finally:
+                ledger.leave(peer, key, size)
+
+        return behavior
+
+    def _unary_stream(
+        self, method: str, client: str, reply: Callable[[pb.Status], Any], inner: Any
+    ) -> Callable[[Any, Any], AsyncIterator[Any]]:
+        ledger = self.ledger
+
+        async def behavior(request: Any, context: Any) -> AsyncIterator[Any]:
+            if type(request) is Undecodable:
+                yield reply(_undecodable(method, request))
+                return
+            peer = context.peer()
+            key = client or peer
+            size = request.ByteSize()
+            refusal = ledger.enter(peer, key, size)
+            if refusal is not None:
+                yield reply(self._refused(method, refusal))
+                return
+            try:
+                async for response in inner(request, context):
+                    yield response
+            finally:
+                ledger.leave(peer, key, size)
+
+        return behavior
+
+    def _stream_stream(
+        self, method: str, client: str, reply: Callable[[pb.Status], Any], inner: Any
+    ) -> Callable[[Any, Any], AsyncIterator[Any]]:
+        ledger = self.ledger
+
+        async def behavior(requests: Any, context: Any) -> AsyncIterator[Any]:
+            peer = context.peer()
+            key = client or peer
+            refusal = ledger.enter(peer, key, 0)
+            if refusal is not None:
+                yield reply(self._refused(method, refusal))
+                return
+            bad: list[Undecodable] = []
+            try:
+                async for response in inner(_until_undecodable(requests, bad), context):
+                    yield response
+                if bad:  # the stream ended at bytes that are not a command: say so
+                    yield reply(_undecodable(method, bad[0]))
+            finally:
+                ledger.leave(peer, key, 0)
+
+        return behavior
+
+
+async def _until_undecodable(requests: AsyncIterator[Any], bad: list[Undecodable]) -> Any:
+    """The client's stream up to its first undecodable message (noted in ``bad``)."""
+    async for request in requests:
+        if type(request) is Undecodable:
+            bad.append(request)
+            return
+        yield request
