@@ -177,7 +177,15 @@ def test_official_client_produces_and_consumes_over_tls(cluster: Secured) -> Non
     endpoint (the proxy passes TLS through to the master)."""
     env = {**os.environ, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(cluster.ca_file)}
     done = subprocess.run(
-        [sys.executable, str(CLIENT_SCRIPT), cluster.state["clientEndpoints"], TOPIC, GROUP, "20"],
+        [
+            sys.executable,
+            str(CLIENT_SCRIPT),
+            "roundtrip",
+            cluster.state["clientEndpoints"],
+            TOPIC,
+            GROUP,
+            "20",
+        ],
         env=env,
         check=False,
         capture_output=True,
