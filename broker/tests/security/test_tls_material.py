@@ -5,9 +5,12 @@ TLS 1.2+ only, refusing plaintext; our channels follow a renewal of our own cert
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import socket
 import ssl
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -206,3 +209,36 @@ def test_channel_pool_presents_a_renewed_client_certificate(
     assert first != second
     assert second == certificate_serial(client_files.cert_file)
     assert renewals == 1
+
+
+@pytest.mark.parametrize("role", ["broker", "controller"])
+def test_a_process_with_unusable_cert_files_refuses_to_start_and_says_which(
+    tmp_path: Path, issued: tuple[LocalCA, TlsFiles], role: str
+) -> None:
+    """Before it touches its data: a key that does not match the certificate."""
+    ca, files = issued
+    other = ca.issue("other", ["127.0.0.1"], tmp_path / "other")
+    tls = files.model_copy(update={"key_file": other.key_file}).model_dump(
+        mode="json", by_alias=True
+    )
+    data = tmp_path / "data"
+    config: dict[str, object] = {"cluster": "c", "dataDir": str(data), "tls": tls}
+    if role == "broker":
+        config |= {"group": "c-broker-0", "bindHost": "127.0.0.1"}
+    else:
+        config |= {
+            "nodeId": 1,
+            "members": [{"id": 1, "raftAddress": "127.0.0.1:1", "adminAddress": "127.0.0.1:2"}],
+        }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    done = subprocess.run(
+        [sys.executable, "-m", f"rocketcluster.{role}.main", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert f"{files.cert_file}: does not match {other.key_file}" in done.stderr
+    assert not data.exists()

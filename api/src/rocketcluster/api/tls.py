@@ -45,6 +45,7 @@ __all__ = [
     "grpc_channel",
     "grpc_server_credentials",
     "http_verify",
+    "load_material",
     "server_ssl_context",
 ]
 

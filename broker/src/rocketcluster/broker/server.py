@@ -19,7 +19,7 @@ from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.client.controller import ControllerClient
 from rocketcluster.api.generated import ha_pb2 as hpb
 from rocketcluster.api.generated import ha_pb2_grpc
-from rocketcluster.api.tls import ClientTls, add_port, server_ssl_context
+from rocketcluster.api.tls import ClientTls, add_port, load_material, server_ssl_context
 from rocketcluster.broker.admin.app import create_admin_app
 from rocketcluster.broker.ha.role import Role, RoleManager
 from rocketcluster.broker.kube_label import HttpPodPatcher, PodLabeler, PodTarget
@@ -115,6 +115,8 @@ class BrokerServer:
             target = PodTarget.from_env(os.environ)
             self.labeler = PodLabeler(HttpPodPatcher(target), target.describe())
             self.labeler.start()
+        if cfg.tls is not None:  # unusable cert files fail the start before store recovery
+            load_material(cfg.tls)
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = await MessageStore.open(store_config(cfg))
         metrics = BrokerMetrics(cfg.cluster, cfg.node_id, group=cfg.group)

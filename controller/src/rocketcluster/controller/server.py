@@ -14,7 +14,7 @@ import uvicorn
 from rocketcluster.api.admin_guard import guard_admin
 from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.api.generated import controller_pb2_grpc
-from rocketcluster.api.tls import ClientTls, add_port, server_ssl_context
+from rocketcluster.api.tls import ClientTls, add_port, load_material, server_ssl_context
 from rocketcluster.controller.admin import create_controller_app
 from rocketcluster.controller.core import ControllerCore
 from rocketcluster.controller.raft.disk import DiskStorage
@@ -55,6 +55,8 @@ class ControllerServer:
 
     async def start(self) -> None:
         cfg = self.config
+        if cfg.tls is not None:  # unusable cert files fail the start before the Raft log
+            load_material(cfg.tls)
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.core = ControllerCore(cfg, self._node)
         server = grpc.aio.server(
