@@ -158,3 +158,24 @@ def test_a_key_rotated_in_its_secret_reaches_the_broker(cluster: OperatedCluster
     wait_for(lambda: users_in(cluster).get("Orders_App") == new, timeout=60, what="users Secret")
     assert wait_for(lambda: send(cluster, "Orders_App", new), timeout=60, what="the new key")
     assert not send(cluster, "Orders_App", old)
+
+
+def test_a_key_brought_by_a_person_is_kept(cluster: OperatedCluster) -> None:
+    """A person makes the user's Secret first (their own key, none of the operator's
+    labels), then the RocketUser: the operator takes that key, it makes none."""
+    ns = cluster.backend.namespace
+    mine = "a-key-a-person-chose-0123456789"
+    own = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "guarded-user-early"},
+        "data": {
+            "accessKey": base64.b64encode(b"early").decode(),
+            "secretKey": base64.b64encode(mine.encode()).decode(),
+        },
+    }
+    cluster.backend.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(own))
+    early = {**ROCKET_USER, "metadata": {"name": "early"}, "spec": {"cluster": "guarded"}}
+    cluster.backend.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(early))
+    wait_for(lambda: users_in(cluster).get("early") == mine, timeout=60, what="the person's key")
+    assert secret(cluster, "guarded-user-early", "secretKey") == mine

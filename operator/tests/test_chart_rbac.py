@@ -58,10 +58,10 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
     ("rocketcluster.io", "rockettopics/status"): {"patch"},
     ("rocketcluster.io", "rocketconsumergroups/status"): {"patch"},
     ("rocketcluster.io", "rocketusers/status"): {"patch"},
-    # users.py (security.auth): reads the admin token and user Secrets, applies them
-    # when missing and the users Secret when it changed; trust.py (security.tls) reads
-    # ca.crt of spec.security.tls.secretName (the admin APIs' CA).
-    ("", "secrets"): {"get", "create", "patch"},
+    # users.py (security.auth): lists the cluster's auth Secrets (get: one not found
+    # by its labels), applies them when missing and the users Secret when it changed;
+    # trust.py (security.tls) reads ca.crt of spec.security.tls.secretName.
+    ("", "secrets"): {"list", "get", "create", "patch"},
     # handlers.py kopf.event, and kopf's own handler events (core v1 events).
     ("", "events"): {"create"},
     # observe.py / catalogue.py list; reconcile.py _act deletes (roll); get and patch are

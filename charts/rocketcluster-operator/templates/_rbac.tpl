@@ -40,13 +40,13 @@ that every call is allowed and that nothing else is.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
-# security.auth (users.py): the admin token and per-user Secrets, made when missing,
-# and the users Secret the brokers mount, rewritten when it changes; security.tls
-# (trust.py): ca.crt of spec.security.tls.secretName, to check the admin APIs'
-# certificates (get only: the operator never lists Secrets).
+# security.auth (users.py): the admin token and per-user Secrets, listed by label (or
+# read by name), made when missing, and the users Secret the brokers mount, rewritten
+# when it changes; security.tls (trust.py): ca.crt of spec.security.tls.secretName,
+# to check the admin APIs' certificates.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["list", "get", "create", "patch"]
 # observe.py and catalogue.py list the pods of a cluster; the roller deletes a pod to
 # restart it; get and patch only because the operator grants them to each broker (its
 # own pod's role label) and RBAC refuses to grant what the granter lacks.

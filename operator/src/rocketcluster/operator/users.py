@@ -34,6 +34,7 @@ from rocketcluster.api.users import UserSpec
 from rocketcluster.operator.kube.apply import Applier
 from rocketcluster.operator.kube.client import KubeClient
 from rocketcluster.operator.render import auth
+from rocketcluster.operator.render.meta import component_selector
 
 ROCKET_USER = "RocketUser"
 
@@ -79,8 +80,20 @@ class UsersReconciler:
         """Every auth Secret of ``cluster``; the admin token (None with auth off)."""
         if not auth.enabled(cluster):
             return None
-        token = await self._admin_token(cluster)
-        users = [await self._credentials(cluster, user, None) for user in cluster.spec.users]
+        # One list per tick finds the Secrets the operator made (its labels); one not
+        # found there is asked for by name before anything is made (a person may have
+        # replaced it without the labels: never overwrite a key).
+        known = {
+            s["metadata"]["name"]: s
+            for s in await self._client.list(
+                "v1",
+                "Secret",
+                cluster.metadata.namespace,
+                component_selector(cluster, auth.COMPONENT),
+            )
+        }
+        token = await self._admin_token(cluster, known)
+        users = [await self._credentials(cluster, user, None, known) for user in cluster.spec.users]
         named = {u.access_key for u in users}
         for body in await self._rocket_users(cluster):
             try:
@@ -89,18 +102,28 @@ class UsersReconciler:
                 continue  # its own handler reports it
             if resource.user().name in named:
                 continue  # spec.users wins a clash; the RocketUser's status says so
-            users.append(await self._credentials(cluster, resource.user(), body))
+            users.append(await self._credentials(cluster, resource.user(), body, known))
         desired = auth.users_secret(cluster, users)
-        live = await self._client.get(
+        live = known.get(desired["metadata"]["name"]) or await self._client.get(
             "v1", "Secret", cluster.metadata.namespace, desired["metadata"]["name"]
         )
         if (live or {}).get("data") != desired["data"]:
             await self._applier.apply(desired)
         return token
 
-    async def _admin_token(self, cluster: RocketCluster) -> str:
+    async def _secret(
+        self, cluster: RocketCluster, name: str, known: dict[str, dict[str, Any]] | None
+    ) -> dict[str, Any] | None:
+        found = (known or {}).get(name)
+        if found is not None:
+            return found
+        return await self._client.get("v1", "Secret", cluster.metadata.namespace, name)
+
+    async def _admin_token(
+        self, cluster: RocketCluster, known: dict[str, dict[str, Any]] | None = None
+    ) -> str:
         name = auth.token_secret(cluster)
-        live = await self._client.get("v1", "Secret", cluster.metadata.namespace, name)
+        live = await self._secret(cluster, name, known)
         token = auth.secret_text(live, ADMIN_TOKEN_KEY)
         if token is None:
             token = generate_admin_token()
@@ -108,11 +131,15 @@ class UsersReconciler:
         return token
 
     async def _credentials(
-        self, cluster: RocketCluster, user: UserSpec, owner: dict[str, Any] | None
+        self,
+        cluster: RocketCluster,
+        user: UserSpec,
+        owner: dict[str, Any] | None,
+        known: dict[str, dict[str, Any]] | None = None,
     ) -> UserCredentials:
         """The user's keys from its Secret, made first when missing."""
         name = user_secret_name(cluster.name, user.name)
-        live = await self._client.get("v1", "Secret", cluster.metadata.namespace, name)
+        live = await self._secret(cluster, name, known)
         key = auth.secret_text(live, SECRET_KEY)
         if key is None or len(key) < 16:
             key = generate_secret_key()
