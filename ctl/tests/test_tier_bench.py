@@ -20,7 +20,7 @@ def test_the_tier_bench_measures_every_case(tmp_path: Path) -> None:
         messages=MESSAGES,
         reps=1,
         writers=1,
-        load=tier.BrokerLoad(seconds=2.0, senders=2, warmup_s=0.5),
+        load=tier.BrokerLoad(seconds=4.0, senders=2, warmup_s=1.0),
         settings=tier.TierSettings(upload_batch_bytes=1 << 20, upload_interval_s=0.1),
     )
     result = asyncio.run(bench)
