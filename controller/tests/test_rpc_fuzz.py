@@ -1,5 +1,7 @@
 """Fuzzing the controller's gRPC handlers on a live controller process: random field
-values in every broker-facing request, and Raft batches a member would never send.
+values in every broker-facing request, and Raft batches a member would never send
+(a stranger's batch once made this member follow a leader that is no member, and
+every request then failed with KeyError).
 A fixed number of derandomized examples (bounded, reproducible). Every request gets
 a reply with one of the controller's result codes (Raft: an ack or INVALID_ARGUMENT)
 — never an exception escaping a handler — and the controller keeps working."""

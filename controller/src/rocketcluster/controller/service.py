@@ -34,13 +34,23 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         self._core = core
 
     async def Raft(self, request: cpb.RaftBatch, context: Any) -> cpb.RaftAck:
-        """Step each message; a batch that does not decode (a kind no member sends) is
-        refused whole with INVALID_ARGUMENT. What decodes but does not fit (a stale
-        term, an unknown peer) the node drops, as Raft does."""
+        """Step each message; a batch that does not decode (a kind no member sends), or
+        that is not from a member to this member, is refused whole with
+        INVALID_ARGUMENT — a stranger must not become the leader this member follows.
+        What fits but is stale (an old term) the node drops, as Raft does."""
+        config = self._core.config
+        members = {m.id for m in config.members}
         try:
             messages = [decode(m) for m in request.messages]
         except ValueError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad raft message: {exc}")
+        for message in messages:
+            if message.from_id not in members or message.to != config.node_id:
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"raft message from {message.from_id} to {message.to}: this is member "
+                    f"{config.node_id} of {sorted(members)}",
+                )
         node = self._core.node
         for message in messages:
             node.step(message)
