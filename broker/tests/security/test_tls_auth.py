@@ -69,7 +69,7 @@ def official(broker: LocalBroker, *args: str, ak: str = "", sk: str = "") -> dic
     ca = broker.state["tls"]["caFile"]
     env = {**os.environ, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(ca)}
     done = subprocess.run(
-        [sys.executable, str(CLIENT_SCRIPT), *args, "--access-key", ak, "--secret-key", sk],
+        [sys.executable, str(CLIENT_SCRIPT), *args, f"--access-key={ak}", f"--secret-key={sk}"],
         env=env,
         check=False,
         capture_output=True,
