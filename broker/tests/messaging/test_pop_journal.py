@@ -23,6 +23,7 @@ from rocketcluster.broker.messaging.pop_journal import (
     decode_record,
     encode_records,
 )
+from rocketcluster.broker.messaging.revive import revive_due
 from rocketcluster.broker.store import MessageStore, MessageToStore, StoredMessage
 from rocketcluster.broker.store.replica import truncate_to
 from rocketcluster.ctl.testing import small_store_config
@@ -147,11 +148,11 @@ async def test_journal_replayed_by_another_broker_and_a_cut_tail_rebuilt(tmp_pat
         master.change_invisible("g", "t", got[25].handle, 1)  # expires at once
         await master.recorded("change")
         await asyncio.sleep(0.05)
-        assert await master.revive_due() == 0  # attempt 1 of 2: redelivered, not moved
+        assert await revive_due(master) == 0  # attempt 1 of 2: redelivered, not moved
         again = await _receive(master, 1, invisible_ms=1)
         assert [d.attempt for d in again] == [2]  # the last attempt
         await asyncio.sleep(0.05)
-        assert await master.revive_due() == 1  # moved to the DLQ with nobody receiving
+        assert await revive_due(master) == 1  # moved to the DLQ with nobody receiving
         dlq = store.queues.get("%DLQ%g", 0)
         assert dlq is not None and dlq.max_index == 1
 

@@ -39,7 +39,7 @@ from rocketcluster.broker.messaging.pop_journal import (
     Put,
     writer_name,
 )
-from rocketcluster.broker.messaging.pop_replay import PopJournalReplayer
+from rocketcluster.broker.messaging.pop_replay import PopJournalReplayer, apply_replayed
 from rocketcluster.broker.messaging.receipt import (
     InvalidReceiptHandle,
     ReceiptHandle,
@@ -204,27 +204,7 @@ class PopService:
         return 0 if self.master else self.replayer.catch_up()
 
     def _apply_replayed(self, ops: list[KeyedOp], rebuilding: bool) -> None:
-        from rocketcluster.broker.messaging.pop_journal import JournalFormatError, apply_op
-
-        for key, op in ops:
-            kind = op[0]
-            if kind == "Z":
-                self._states[key] = QueueConsumeState.from_full(op[1])
-                continue
-            if kind == "X":
-                self._states.pop(key, None)
-                continue
-            state = self._states.get(key)
-            if state is None:
-                if rebuilding:
-                    continue
-                state = self.state(*key)
-            try:
-                apply_op(state, op)
-            except (ValueError, TypeError, JournalFormatError) as exc:
-                # Only a base this replica did not share (a journal it joined midway):
-                # the master's next snapshot of the queue repairs it.
-                log.debug("POP journal op %r on %s does not apply: %s", op, key, exc)
+        apply_replayed(self._states, lambda key: self.state(*key), ops, rebuilding)
 
     def _forget_all(self) -> None:
         """The saved and in-memory states are not this log's: start from the replicated
@@ -472,9 +452,7 @@ class PopService:
         self._dead_lettered(group, msg, attempts)
         return True
 
-    async def _read_at(
-        self, topic: str, qid: int, offset: int
-    ) -> tuple[StoredMessage | None, bool]:
+    async def read_at(self, topic: str, qid: int, offset: int) -> tuple[StoredMessage | None, bool]:
         """The message at ``offset`` (local or tiered), and whether it is gone for good."""
         store = self._store
         cq = store.queues.get(topic, qid)
@@ -495,45 +473,23 @@ class PopService:
             return store.read_message(local.physical_offset, local.size), False
         return None, found is not None
 
-    async def revive_due(self) -> int:
-        """Dead-letter deliveries whose last attempt expired (the revive service calls
-        this on the master); returns how many went to their DLQ."""
-        now = now_ms()
-        moves = []
-        for key, offset, nonce in self.revive_index.due(now):
-            state = self._states.get(key)
-            group = self._group_spec(key[0])
-            if state is None or group is None:
-                continue
-            entry = state.inflight.get(offset)
-            if entry is not None:
-                if nonce >= 0 and entry.nonce != nonce:
-                    continue  # delivered again or its invisibility changed (re-indexed)
-                if entry.deadline_ms > now:  # auto-renewed: look again then
-                    self.revive_index.push(entry.deadline_ms, key, offset, entry.nonce)
-                    continue
-                attempts = entry.attempt
-            elif offset in state.waiting:
-                attempts = state.waiting[offset]
-            else:
-                continue  # done meanwhile
-            if attempts < group.max_delivery_attempts:
-                continue
-            msg, gone = await self._read_at(key[1], key[2], offset)
-            if msg is None:
-                if gone:
-                    state.mark_done(offset)
-                else:
-                    self.revive_index.push(now + DLQ_RETRY_MS, key, offset, -1)
-                continue
-            if offset in state.done or offset < state.committed:
-                continue  # acknowledged while the message was read
-            state.deliver(offset, attempts, now + DLQ_TRANSIT_MS, next(self._nonces))
-            moves.append(self._to_dead_letter(key, state, offset, msg, attempts))
-        if not moves:
-            return 0
-        done = await asyncio.gather(*moves)  # their journal records share one write
-        return sum(done)
+    def loaded(self, key: StateKey) -> QueueConsumeState | None:
+        return self._states.get(key)
+
+    def group_spec(self, name: str) -> ConsumerGroupSpec | None:
+        return self._group_spec(name)
+
+    async def dead_letter_now(
+        self,
+        key: StateKey,
+        state: QueueConsumeState,
+        offset: int,
+        msg: StoredMessage,
+        attempts: int,
+    ) -> bool:
+        """Reserve ``offset`` (invisible while the dead letter is written), then move it."""
+        state.deliver(offset, attempts, now_ms() + DLQ_TRANSIT_MS, next(self._nonces))
+        return await self._to_dead_letter(key, state, offset, msg, attempts)
 
     def _cold_wanted(self, cq: ConsumeQueue, offset: int) -> bool:
         return self.cold is not None and self.cold.wants(cq, offset)
@@ -614,10 +570,8 @@ class PopService:
                 Code.INVALID_RECEIPT_HANDLE, "the message of this receipt handle is not in flight"
             )
         msg = self._store.read_message(cq_entry.physical_offset, cq_entry.size)
-        offset, attempts = handle.queue_offset, entry.attempt
-        state.deliver(offset, attempts, now_ms() + DLQ_TRANSIT_MS, next(self._nonces))
         key = (group, handle.topic, handle.queue_id)
-        if not await self._to_dead_letter(key, state, offset, msg, attempts):
+        if not await self.dead_letter_now(key, state, handle.queue_offset, msg, entry.attempt):
             raise MessagingError(
                 Code.INTERNAL_SERVER_ERROR, "writing the dead letter failed; retry shortly"
             )

@@ -14,12 +14,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.messaging.pop_journal import (
     JOURNAL_QUEUE,
     JOURNAL_TOPIC,
     JournalFormatError,
     JournalPosition,
     KeyedOp,
+    StateKey,
+    apply_op,
     decode_record,
 )
 from rocketcluster.broker.store import AppendedRecord, MessageStore
@@ -121,3 +124,33 @@ class PopJournalReplayer:
         self.rebuilds += 1
         self._rebuilding = True
         self.position = JournalPosition(index)
+
+
+def apply_replayed(
+    states: dict[StateKey, QueueConsumeState],
+    load: Callable[[StateKey], QueueConsumeState],
+    ops: list[KeyedOp],
+    rebuilding: bool,
+) -> None:
+    """Apply journal ops to a broker's states: a snapshot op replaces the queue's
+    state, others change it (loaded from the local snapshot when first named, unless
+    ``rebuilding``: then a queue counts only from its first snapshot op)."""
+    for key, op in ops:
+        kind = op[0]
+        if kind == "Z":
+            states[key] = QueueConsumeState.from_full(op[1])
+            continue
+        if kind == "X":
+            states.pop(key, None)
+            continue
+        state = states.get(key)
+        if state is None:
+            if rebuilding:
+                continue
+            state = load(key)
+        try:
+            apply_op(state, op)
+        except (ValueError, TypeError, JournalFormatError) as exc:
+            # Only on a base this replica did not share (a journal joined midway): the
+            # master's next snapshot of the queue repairs it.
+            log.debug("POP journal op %r on %s does not apply: %s", op, key, exc)

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 StateKey = tuple[str, str, int]
 MAX_SLEEP_S = 0.2
 SNAPSHOT_EVERY_S = 10.0
+RETRY_MS = 1_000  # a message the tier cannot read right now: looked at again then
 
 
 class ReviveIndex:
@@ -80,7 +81,7 @@ class PopReviveService:
             delay = MAX_SLEEP_S
             if self._is_master() and self._pop.master:
                 try:
-                    self.dead_lettered += await self._pop.revive_due()
+                    self.dead_lettered += await revive_due(self._pop)
                     if time.monotonic() - last_snapshot >= self._snapshot_every_s:
                         last_snapshot = time.monotonic()
                         self._pop.snapshot_active()
@@ -93,3 +94,46 @@ class PopReviveService:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
+
+
+async def revive_due(pop: PopService) -> int:
+    """Dead-letter the deliveries whose last attempt expired (on the master); returns
+    how many went to their DLQ. Their journal records share one write."""
+    now = int(time.time() * 1000)
+    index = pop.revive_index
+    moves = []
+    for key, offset, nonce in index.due(now):
+        state = pop.loaded(key)
+        group = pop.group_spec(key[0])
+        if state is None or group is None:
+            continue
+        entry = state.inflight.get(offset)
+        if entry is not None:
+            if nonce >= 0 and entry.nonce != nonce:
+                continue  # delivered again, or its invisibility changed (indexed anew)
+            if entry.deadline_ms > now:  # auto-renewed: look again then
+                index.push(entry.deadline_ms, key, offset, entry.nonce)
+                continue
+            attempts = entry.attempt
+        elif offset in state.waiting:
+            attempts = state.waiting[offset]
+        else:
+            continue  # done meanwhile
+        if attempts < group.max_delivery_attempts:
+            continue
+        msg, gone = await pop.read_at(key[1], key[2], offset)
+        if msg is None:
+            if gone:
+                state.mark_done(offset)
+            else:
+                index.push(now + RETRY_MS, key, offset, -1)
+            continue
+        after = state.inflight.get(offset)
+        if (after.nonce if after else None) != (entry.nonce if entry else None):
+            continue  # a receive got to it while the message was read
+        if offset in state.done or offset < state.committed:
+            continue  # acknowledged meanwhile
+        moves.append(pop.dead_letter_now(key, state, offset, msg, attempts))
+    if not moves:
+        return 0
+    return sum(await asyncio.gather(*moves))
