@@ -168,6 +168,8 @@ class PopJournalWriter:
         self._appended = 0  # ops and extra records ever handed in
         self._written = 0  # of which finished writing (well or not)
         self._waiters: list[tuple[int, asyncio.Future[PutResult]]] = []
+        self._busy = False  # a write is under way (inline or in the background task)
+        self._scheduled = False
         self._task: asyncio.Task[None] | None = None
         # Called with the last journal record of every write that reached the log.
         self.on_written: Callable[[AppendedRecord, str], None] | None = None
@@ -177,24 +179,37 @@ class PopJournalWriter:
     def append(self, key: StateKey, op: Op) -> None:
         self._ops.append((key, op))
         self._appended += 1
-        self._kick()
+        if not self._busy and not self._scheduled:  # written even if nobody waits
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._start_background)
 
     def pending(self) -> int:
         return self._appended - self._written
 
-    def sync(self, extra: Sequence[MessageToStore] = ()) -> Awaitable[PutResult]:
+    async def sync(self, extra: Sequence[MessageToStore] = ()) -> PutResult:
         """Wait for everything appended so far; ``extra`` records (a dead letter) are
-        stored in the same atomic put as the ops appended with them."""
+        stored in the same atomic put as the ops appended with them.
+
+        With no write under way the caller writes at once, in its own task (a lone
+        ack pays no hand-over to another task); otherwise it waits for the next write,
+        which takes whatever accumulated meanwhile."""
         if extra:
             self._extra.extend(extra)
             self._appended += len(extra)
-        fut: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
         if self._appended == self._written:
-            fut.set_result(PutResult(PutStatus.PUT_OK))
-            return fut
-        self._waiters.append((self._appended, fut))
-        self._kick()
-        return fut
+            return PutResult(PutStatus.PUT_OK)
+        if self._busy:
+            fut: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
+            self._waiters.append((self._appended, fut))
+            return await fut
+        self._busy = True
+        try:
+            result = await self._write_once()
+        finally:
+            self._busy = False
+            if self._ops or self._extra:  # appended during the write: the next one
+                self._start_background()
+        return result
 
     def drop_pending(self, reason: str) -> None:
         """No longer master: ops not yet written cannot be (the store refuses them)."""
@@ -202,34 +217,50 @@ class PopJournalWriter:
         self._written = self._appended
         self._resolve(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason))
 
-    def _kick(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="pop-journal")
+    def _start_background(self) -> None:
+        self._scheduled = False
+        if not self._busy and (self._ops or self._extra):
+            self._busy = True
+            self._task = asyncio.get_running_loop().create_task(self._drain(), name="pop-journal")
 
-    async def _run(self) -> None:
-        while self._ops or self._extra:
-            ops, extra = self._ops, self._extra
-            self._ops, self._extra = [], []
-            upto = self._appended
-            record_id = f"{self._writer}-{next(self._ids)}"
-            records = [
-                MessageToStore.build(JOURNAL_TOPIC, JOURNAL_QUEUE, body)
-                for body in encode_records(record_id, ops, self._limit)
-            ]
-            try:
-                result = await self._put([*extra, *records])
-            except Exception as exc:  # a failed write is an answer, not a crash
-                log.exception("writing %d POP journal ops failed", len(ops))
-                result = PutResult(PutStatus.UNKNOWN_ERROR, reason=f"POP journal: {exc}")
-            if result.records and records and self.on_written is not None:
-                self.on_written(result.records[-1], f"{record_id}.{len(records) - 1}")
-            if result.ok:
-                self.writes += 1
-                self.ops_written += len(ops)
-            elif not result.records:
-                log.warning("POP journal write refused: %s", result.reason)
+    async def _drain(self) -> None:
+        try:
+            while self._ops or self._extra:
+                await self._write_once()
+        finally:
+            self._busy = False
+
+    async def _write_once(self) -> PutResult:
+        """Write everything pending in one put; resolves the waiters it covers."""
+        ops, extra = self._ops, self._extra
+        self._ops, self._extra = [], []
+        upto = self._appended
+        record_id = f"{self._writer}-{next(self._ids)}"
+        records = [
+            MessageToStore.build(JOURNAL_TOPIC, JOURNAL_QUEUE, body)
+            for body in encode_records(record_id, ops, self._limit)
+        ]
+        try:
+            result = await self._put([*extra, *records])
+        except asyncio.CancelledError:
+            # The writing RPC was cancelled (its client went away): those it wrote for
+            # must not wait forever; they learn the write's fate is unknown.
             self._written = max(self._written, upto)
-            self._resolve(result)
+            self._resolve(PutResult(PutStatus.UNKNOWN_ERROR, reason="POP journal write cancelled"))
+            raise
+        except Exception as exc:  # a failed write is an answer, not a crash
+            log.exception("writing %d POP journal ops failed", len(ops))
+            result = PutResult(PutStatus.UNKNOWN_ERROR, reason=f"POP journal: {exc}")
+        if result.records and records and self.on_written is not None:
+            self.on_written(result.records[-1], f"{record_id}.{len(records) - 1}")
+        if result.ok:
+            self.writes += 1
+            self.ops_written += len(ops)
+        elif not result.records:
+            log.warning("POP journal write refused: %s", result.reason)
+        self._written = max(self._written, upto)
+        self._resolve(result)
+        return result
 
     def _resolve(self, result: PutResult) -> None:
         still = []
