@@ -45,7 +45,7 @@ from rocketcluster.broker.messaging.receipt import (
     ReceiptHandle,
     decode_handle,
 )
-from rocketcluster.broker.messaging.revive import ReviveIndex
+from rocketcluster.broker.messaging.revive import RETRY_MS, ReviveIndex
 from rocketcluster.broker.stats.reads import ReadRecorder
 from rocketcluster.broker.store import MessageStore, MessageToStore, StoredMessage
 from rocketcluster.broker.store.consumequeue import ConsumeQueue
@@ -55,7 +55,6 @@ log = logging.getLogger(__name__)
 SCAN_LIMIT = 1024  # entries looked at per queue per receive (filters skip the rest)
 RECHECK_SECONDS = 0.5  # long polls re-check for expired deliveries this often
 DLQ_TRANSIT_MS = 60_000
-DLQ_RETRY_MS = 1_000
 
 POSITION_KEY = "popjournal/position"
 
@@ -444,6 +443,8 @@ class PopService:
         if not result.records:  # not stored: retried on a later receive or revive
             log.warning("moving %s to the DLQ failed: %s", msg.msg_id, result.reason)
             state.make_visible(offset)
+            if self.master:
+                self.revive_index.push(now_ms() + RETRY_MS, key, offset, -1)
             return False
         sink, state.sink = state.sink, None  # the record above holds the done op
         state.mark_done(offset)
