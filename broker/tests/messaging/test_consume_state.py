@@ -51,7 +51,7 @@ def test_a_gone_client_releases_its_auto_renewed_messages() -> None:
     s.renew(now_ms=40_000, extend_ms=60_000, alive={"a"})
     assert s.inflight[0].deadline_ms == 100_000
     assert 1 not in s.inflight and s.redeliverable(now_ms=0) == [(1, 1)]
-    assert s.release_client("a") == 1 and s.redeliverable(0) == [(0, 1), (1, 1)]
+    assert s.release_client("a") == [0] and s.redeliverable(0) == [(0, 1), (1, 1)]
 
 
 def test_filtered_messages_count_as_done() -> None:

@@ -13,12 +13,12 @@ from rocketcluster.api.broker_config import MessagingTuning
 from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.messaging.notify import ArrivalNotifier
 from rocketcluster.broker.messaging.pop import PopService
-from rocketcluster.broker.store import MessageStore, MessageToStore
+from rocketcluster.broker.store import MessageStore, MessageToStore, StoredMessage
 from rocketcluster.ctl.testing import small_store_config
 
 
-async def _no_dead_letters(*_: object) -> bool:
-    return False
+def _no_dead_letters(group: str, msg: StoredMessage, attempts: int) -> MessageToStore:
+    raise AssertionError("no dead letters in this test")
 
 
 async def test_a_promoted_broker_resumes_from_the_replicated_offset(tmp_path: Path) -> None:

@@ -9,12 +9,19 @@ so the rules are tested without a clock.
 FIFO groups: while any message of the queue is in flight and not expired, nothing is
 delivered from the queue; expired ones are redelivered first, in offset order, so the
 order of every message group in the queue is kept across retries.
+
+Replication: on the master every transition is also handed to ``sink`` as an *op* (a
+JSON-ready list, see pop_journal.py) carrying absolute deadlines, nonces and attempts,
+so a slave applying the same ops in the same order holds the same state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+Op = list[Any]  # ["D", offset, attempt, deadline, nonce, client, auto_renew] … (pop_journal)
 
 
 @dataclass(slots=True)
@@ -35,6 +42,8 @@ class QueueConsumeState:
         self.waiting: dict[int, int] = {}
         self.done: set[int] = set()
         self.dirty = True
+        # Where transitions are recorded (the master's POP journal); None: not recorded.
+        self.sink: Callable[[Op], None] | None = None
 
     # -- queries -----------------------------------------------------------------
 
@@ -74,9 +83,19 @@ class QueueConsumeState:
         self.waiting.pop(offset, None)
         self.inflight[offset] = Inflight(attempt, deadline_ms, nonce, client_id, auto_renew)
         self.dirty = True
+        if self.sink is not None:
+            self.sink(["D", offset, attempt, deadline_ms, nonce, client_id, int(auto_renew)])
 
     def mark_done(self, offset: int) -> bool:
-        """Ack (or filter, or DLQ) ``offset``; False when it was already done."""
+        """Ack (or filter, or DLQ) ``offset``; False when it was already done.
+
+        Recorded even when already done: a repeated ack must reach the replicas too
+        (its first journal write may have failed after the state changed here)."""
+        if self.sink is not None and offset < self.next_offset:
+            self.sink(["K", offset])
+        return self._mark_done(offset)
+
+    def _mark_done(self, offset: int) -> bool:
         if offset < self.committed or offset in self.done or offset >= self.next_offset:
             return False
         self.inflight.pop(offset, None)
@@ -93,7 +112,9 @@ class QueueConsumeState:
         if offset != self.next_offset:
             raise ValueError(f"skip of {offset}, next is {self.next_offset}")
         self.next_offset += 1
-        self.mark_done(offset)
+        self._mark_done(offset)
+        if self.sink is not None:
+            self.sink(["S", offset])
 
     def change_invisible(self, offset: int, deadline_ms: int, nonce: int) -> Inflight | None:
         entry = self.inflight.get(offset)
@@ -103,6 +124,8 @@ class QueueConsumeState:
         entry.nonce = nonce
         entry.auto_renew = False
         self.dirty = True
+        if self.sink is not None:
+            self.sink(["I", offset, deadline_ms, nonce])
         return entry
 
     def make_visible(self, offset: int) -> None:
@@ -111,28 +134,44 @@ class QueueConsumeState:
         if entry is not None:
             self.waiting[offset] = entry.attempt
             self.dirty = True
+            if self.sink is not None:
+                self.sink(["V", offset])
 
-    def release_client(self, client_id: str) -> int:
-        """The client went away: its auto-renewed messages become visible."""
+    def release_client(self, client_id: str) -> list[int]:
+        """The client went away: its deliveries become visible (the offsets)."""
         released = [o for o, f in self.inflight.items() if f.client_id == client_id]
         for offset in released:
             self.make_visible(offset)
-        return len(released)
+        return released
 
-    def renew(self, now_ms: int, extend_ms: int, alive: set[str]) -> None:
-        """Keep auto-renewed deliveries of live clients invisible."""
+    def renew(self, now_ms: int, extend_ms: int, alive: set[str]) -> list[int]:
+        """Keep auto-renewed deliveries of live clients invisible; returns the offsets
+        made visible because their client is gone."""
+        released = []
         for offset, entry in list(self.inflight.items()):
             if entry.auto_renew and entry.deadline_ms - now_ms < extend_ms // 2:
                 if entry.client_id in alive:
-                    entry.deadline_ms = now_ms + extend_ms
+                    self.extend(offset, now_ms + extend_ms)
                 else:
                     self.make_visible(offset)
-                self.dirty = True
+                    released.append(offset)
+        return released
+
+    def extend(self, offset: int, deadline_ms: int) -> None:
+        """An auto-renewed delivery stays invisible longer (same nonce, same handle)."""
+        entry = self.inflight.get(offset)
+        if entry is not None:
+            entry.deadline_ms = deadline_ms
+            self.dirty = True
+            if self.sink is not None:
+                self.sink(["E", offset, deadline_ms])
 
     def advance_to(self, min_offset: int) -> None:
         """Retention removed everything below ``min_offset``: it counts as done."""
         if self.committed >= min_offset:
             return
+        if self.sink is not None:
+            self.sink(["A", min_offset])
         for offset in [o for o in self.inflight if o < min_offset]:
             del self.inflight[offset]
         for offset in [o for o in self.waiting if o < min_offset]:
@@ -147,6 +186,8 @@ class QueueConsumeState:
 
     def reset_to(self, offset: int) -> None:
         """An operator moved the group's offset: forget deliveries, start there."""
+        if self.sink is not None:
+            self.sink(["R", offset])
         self.committed = self.next_offset = offset
         self.inflight.clear()
         self.waiting.clear()
@@ -164,6 +205,43 @@ class QueueConsumeState:
             "pending": [[o, a] for o, a in sorted(pending.items())],
             "done": _ranges(sorted(self.done)),
         }
+
+    def full_snapshot(self) -> dict[str, Any]:
+        """Everything, deliveries in flight included (the journal's compact form)."""
+        return {
+            "c": self.committed,
+            "n": self.next_offset,
+            "f": [
+                [o, f.attempt, f.deadline_ms, f.nonce, f.client_id, int(f.auto_renew)]
+                for o, f in sorted(self.inflight.items())
+            ],
+            "w": [[o, a] for o, a in sorted(self.waiting.items())],
+            "d": _ranges(sorted(self.done)),
+        }
+
+    @classmethod
+    def from_full(cls, data: dict[str, Any]) -> QueueConsumeState:
+        state = cls(int(data["c"]))
+        state.next_offset = int(data["n"])
+        for o, attempt, deadline, nonce, client, auto in data.get("f", []):
+            state.inflight[int(o)] = Inflight(
+                int(attempt), int(deadline), int(nonce), str(client), bool(auto)
+            )
+        state.waiting = {int(o): int(a) for o, a in data.get("w", [])}
+        for start, end in data.get("d", []):
+            state.done.update(range(int(start), int(end)))
+        return state
+
+    def release_all(self) -> int:
+        """A restarted broker: every delivery in flight becomes visible (its clients
+        may be gone; the attempt counts stay). Not recorded: each replica does it when
+        it restarts."""
+        released = list(self.inflight)
+        for offset in released:
+            entry = self.inflight.pop(offset)
+            self.waiting[offset] = entry.attempt
+        self.dirty = self.dirty or bool(released)
+        return len(released)
 
     @classmethod
     def restore(cls, data: dict[str, Any]) -> QueueConsumeState:

@@ -4,9 +4,16 @@ Receive picks messages from the group's queues (expired deliveries first, then n
 ones), makes them invisible for the requested duration and hands out receipt
 handles; ack marks them done and moves the group's committed offset; an expired or
 nacked delivery comes back with ``delivery_attempt + 1``; after the group's maximum
-attempts the message goes to ``%DLQ%<group>`` instead. State changes are persisted
-every ``consume_state_persist_ms``: after a crash, deliveries that were in flight are
-redelivered (at-least-once) and nothing acknowledged is lost.
+attempts the message goes to ``%DLQ%<group>`` instead (on that receive, or by the
+revive service when nobody receives any more: revive.py).
+
+On the master every state change is recorded in the POP journal (pop_journal.py) and
+a receive or ack is answered only once its record is replicated like a message;
+slaves apply the journal, so a failover neither redelivers acknowledged messages nor
+resets retry counts. States are also snapshotted locally every
+``consume_state_persist_ms`` with the journal position, so a restart replays only
+the journal after it; a restarted broker then redelivers what was in flight
+(at-least-once, attempts kept).
 """
 
 from __future__ import annotations
@@ -15,23 +22,32 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from rocketcluster.api.broker_config import MessagingTuning
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
-from rocketcluster.broker.messaging.codes import Code, MessagingError
-from rocketcluster.broker.messaging.consume_state import QueueConsumeState
+from rocketcluster.broker.messaging.codes import Code, MessagingError, put_code
+from rocketcluster.broker.messaging.consume_state import Op, QueueConsumeState
 from rocketcluster.broker.messaging.filters import MessageFilter
 from rocketcluster.broker.messaging.notify import ArrivalNotifier
+from rocketcluster.broker.messaging.pop_journal import (
+    JournalPosition,
+    KeyedOp,
+    PopJournalWriter,
+    Put,
+    writer_name,
+)
+from rocketcluster.broker.messaging.pop_replay import PopJournalReplayer, apply_replayed
 from rocketcluster.broker.messaging.receipt import (
     InvalidReceiptHandle,
     ReceiptHandle,
     decode_handle,
 )
+from rocketcluster.broker.messaging.revive import RETRY_MS, ReviveIndex
 from rocketcluster.broker.stats.reads import ReadRecorder
-from rocketcluster.broker.store import MessageStore, StoredMessage
+from rocketcluster.broker.store import MessageStore, MessageToStore, StoredMessage
 from rocketcluster.broker.store.consumequeue import ConsumeQueue
 
 log = logging.getLogger(__name__)
@@ -40,7 +56,10 @@ SCAN_LIMIT = 1024  # entries looked at per queue per receive (filters skip the r
 RECHECK_SECONDS = 0.5  # long polls re-check for expired deliveries this often
 DLQ_TRANSIT_MS = 60_000
 
-DeadLetterWriter = Callable[[str, StoredMessage, int], Awaitable[bool]]
+POSITION_KEY = "popjournal/position"
+
+# The dead letter of a message (group, message, attempts): a copy for %DLQ%<group>.
+DeadLetterCopy = Callable[[str, StoredMessage, int], MessageToStore]
 StateKey = tuple[str, str, int]
 
 
@@ -73,8 +92,12 @@ class PopService:
         store: MessageStore,
         notifier: ArrivalNotifier,
         tuning: MessagingTuning,
-        dead_letter: DeadLetterWriter,
+        dead_letter: DeadLetterCopy,
         reads: ReadRecorder | None = None,
+        *,
+        put: Put | None = None,
+        group_spec: Callable[[str], ConsumerGroupSpec | None] = lambda _: None,
+        dead_lettered: Callable[[str, StoredMessage, int], None] = lambda *_: None,
     ) -> None:
         self._store = store
         # When consumers were last served, per queue and segment (stats snapshots).
@@ -82,7 +105,24 @@ class PopService:
         self._notifier = notifier
         self._tuning = tuning
         self._dead_letter = dead_letter
+        self._dead_lettered = dead_lettered
+        self._group_spec = group_spec
         self._states: dict[StateKey, QueueConsumeState] = {}
+        # Master only: states record their changes into the journal (pop_journal.py).
+        self.master = False
+        self.journal = PopJournalWriter(put or store.put_batch, writer=writer_name())
+        self.replayer = PopJournalReplayer(
+            store,
+            self._apply_replayed,
+            self._forget_all,
+            JournalPosition.from_json(store.metadata.get_value(POSITION_KEY)),
+        )
+        self.journal.on_written = self.replayer.wrote
+        self._saved_position: dict[str, object] | None = None
+        # Queues changed since their last snapshot op (the revive service snapshots them).
+        self._since_snapshot: set[StateKey] = set()
+        # Deliveries at their group's last attempt, by deadline (the revive service).
+        self.revive_index = ReviveIndex()
         self._rotation: dict[tuple[str, str], int] = {}
         # Nonces only need to differ between deliveries; starting from the clock keeps
         # them distinct across restarts too.
@@ -113,14 +153,103 @@ class PopService:
                     committed = self._store.queue_offsets(topic, queue_id)[0]
                 state = QueueConsumeState(committed)
             self._states[key] = state
+            if self.master:  # the replicas learn this queue's base before its changes
+                self._record(key, ["Z", state.full_snapshot()])
+                state.sink = self._sink(key)
         lo, _ = self._store.queue_offsets(topic, queue_id)
         state.advance_to(lo)
         return state
 
-    def reset(self) -> None:
-        """Forget in-memory consume state (a broker that just became master starts from
-        the offsets its old master replicated to it)."""
+    def _sink(self, key: StateKey) -> Callable[[Op], None]:
+        return lambda op: self._record(key, op)
+
+    def _record(self, key: StateKey, op: Op) -> None:
+        self.journal.append(key, op)
+        self._since_snapshot.add(key)
+
+    # -- roles and the journal -------------------------------------------------
+
+    def recover(self) -> int:
+        """At start: replay the journal after the saved position; what was in flight
+        is then delivered again (its consumers may be gone), attempts kept."""
+        applied = self.replayer.catch_up()
+        for state in self._states.values():
+            state.release_all()
+        return applied
+
+    def promote(self) -> None:
+        """Become the master: apply the rest of the journal (every record is in the
+        consume queue by now: the confirm offset was raised to the log's end), then
+        record every change from here on."""
+        self._store.dispatcher.dispatch_until(self._store.dispatch_limit)
+        self.replayer.catch_up()
+        self.master = True
+        self.revive_index.clear()
+        for key, state in self._states.items():
+            state.sink = self._sink(key)
+            self._watch_all(key, state)
+
+    def demote(self) -> None:
+        """No longer master: the new master's journal is applied from now on (a tail
+        of this one the group did not keep is found and rebuilt: pop_replay.py)."""
+        self.master = False
+        for state in self._states.values():
+            state.sink = None
+        self.journal.drop_pending("this broker is no longer the master")
+        self.revive_index.clear()
+
+    def replay(self) -> int:
+        """A slave: apply journal records dispatched since the last call."""
+        return 0 if self.master else self.replayer.catch_up()
+
+    def _apply_replayed(self, ops: list[KeyedOp], rebuilding: bool) -> None:
+        apply_replayed(self._states, lambda key: self.state(*key), ops, rebuilding)
+
+    def _forget_all(self) -> None:
+        """The saved and in-memory states are not this log's: start from the replicated
+        committed offsets, then the journal."""
         self._states.clear()
+        self._store.metadata.put_values(
+            {k: None for k in self._store.metadata.values_with_prefix("pop/")}
+        )
+
+    def snapshot_active(self) -> int:
+        """Snapshot ops for queues changed since their last one, so replay after a
+        rebuild (or on a slave that joined midway) has a recent base for each."""
+        keys, self._since_snapshot = self._since_snapshot, set()
+        count = 0
+        for key in keys:
+            state = self._states.get(key)
+            if state is not None:
+                self.journal.append(key, ["Z", state.full_snapshot()])
+                count += 1
+        return count
+
+    async def recorded(self, what: str) -> None:
+        """Wait until the changes made so far are stored and replicated; raise the
+        write's failure (the client retries) otherwise."""
+        if not self.master:
+            return
+        result = await self.journal.sync()
+        if not result.ok:
+            raise MessagingError(
+                put_code(result.status),
+                f"{what} could not be recorded: {result.reason or result.status.value}; "
+                "retry shortly",
+            )
+
+    def _watch(self, key: StateKey, offset: int, attempt: int, deadline: int, nonce: int) -> None:
+        """Index a delivery at its group's last attempt: when it expires it is
+        dead-lettered even if nobody receives from the group any more."""
+        group = self._group_spec(key[0])
+        if group is not None and attempt >= group.max_delivery_attempts:
+            self.revive_index.push(deadline, key, offset, nonce)
+
+    def _watch_all(self, key: StateKey, state: QueueConsumeState) -> None:
+        for offset, entry in state.inflight.items():
+            self._watch(key, offset, entry.attempt, entry.deadline_ms, entry.nonce)
+        for offset, attempts in state.waiting.items():
+            self._watch(key, offset, attempts, 0, -1)
 
     def states(self) -> dict[StateKey, QueueConsumeState]:
         return dict(self._states)
@@ -162,6 +291,7 @@ class PopService:
                     client_id,
                 )
             if out:
+                await self.recorded("the delivery")
                 return out
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -206,6 +336,8 @@ class PopService:
             nonce = next(self._nonces)
             deadline = now + invisible_ms
             state.deliver(offset, attempt, deadline, nonce, client_id, auto_renew)
+            if attempt >= group.max_delivery_attempts:
+                self.revive_index.push(deadline, (group.name, topic, qid), offset, nonce)
             handle = ReceiptHandle(topic, qid, offset, attempt, nonce, deadline).encode()
             out.append(Delivery(msg, handle, attempt, invisible_ms))
 
@@ -288,12 +420,77 @@ class PopService:
             self._reads.served(topic, qid, first, last, now)
         self._commit(group.name, topic, qid, state)
         for offset, msg, attempts in to_dead_letter:
-            if await self._dead_letter(group.name, msg, attempts):
-                state.mark_done(offset)
-                self._commit(group.name, topic, qid, state)
-            else:
-                state.make_visible(offset)  # retried on a later receive
+            await self._to_dead_letter((group.name, topic, qid), state, offset, msg, attempts)
         return out
+
+    async def _to_dead_letter(
+        self,
+        key: StateKey,
+        state: QueueConsumeState,
+        offset: int,
+        msg: StoredMessage,
+        attempts: int,
+    ) -> bool:
+        """Store the dead letter and the record that marks the message done in one put
+        (so a failover keeps both or neither); the caller reserved the offset."""
+        group = key[0]
+        copy = self._dead_letter(group, msg, attempts)
+        if self.master:
+            self.journal.append(key, ["K", offset])
+            result = await self.journal.sync([copy])
+        else:  # a broker without a journal writer (tests of the pure service)
+            result = await self._store.put(copy)
+        if not result.records:  # not stored: retried on a later receive or revive
+            log.warning("moving %s to the DLQ failed: %s", msg.msg_id, result.reason)
+            state.make_visible(offset)
+            if self.master:
+                self.revive_index.push(now_ms() + RETRY_MS, key, offset, -1)
+            return False
+        sink, state.sink = state.sink, None  # the record above holds the done op
+        state.mark_done(offset)
+        state.sink = sink
+        self._commit(group, key[1], key[2], state)
+        self._dead_lettered(group, msg, attempts)
+        return True
+
+    async def read_at(self, topic: str, qid: int, offset: int) -> tuple[StoredMessage | None, bool]:
+        """The message at ``offset`` (local or tiered), and whether it is gone for good."""
+        store = self._store
+        cq = store.queues.get(topic, qid)
+        if cq is None:
+            return None, False
+        entry = cq.get(offset)
+        local = (
+            entry
+            if entry is not None and entry.physical_offset >= store.commitlog.min_offset
+            else None
+        )
+        if local is not None and not self._cold_wanted(cq, offset):
+            return store.read_message(local.physical_offset, local.size), False
+        found = await self._read_cold(topic, qid, offset, 1)
+        if found:
+            return found[0], False
+        if local is not None:
+            return store.read_message(local.physical_offset, local.size), False
+        return None, found is not None
+
+    def loaded(self, key: StateKey) -> QueueConsumeState | None:
+        return self._states.get(key)
+
+    def group_spec(self, name: str) -> ConsumerGroupSpec | None:
+        return self._group_spec(name)
+
+    async def dead_letter_now(
+        self,
+        key: StateKey,
+        state: QueueConsumeState,
+        offset: int,
+        msg: StoredMessage,
+        attempts: int,
+    ) -> bool:
+        """Reserve ``offset`` (invisible while the dead letter is written), then move it."""
+        state.deliver(offset, attempts, now_ms() + DLQ_TRANSIT_MS, next(self._nonces))
+        return await self._to_dead_letter(key, state, offset, msg, attempts)
 
     def _cold_wanted(self, cq: ConsumeQueue, offset: int) -> bool:
         return self.cold is not None and self.cold.wants(cq, offset)
@@ -355,6 +552,8 @@ class PopService:
         nonce = next(self._nonces)
         deadline = now_ms() + invisible_ms
         state.change_invisible(handle.queue_offset, deadline, nonce)
+        key = (group, handle.topic, handle.queue_id)
+        self._watch(key, handle.queue_offset, entry.attempt, deadline, nonce)
         return ReceiptHandle(
             handle.topic, handle.queue_id, handle.queue_offset, entry.attempt, nonce, deadline
         ).encode()
@@ -372,13 +571,21 @@ class PopService:
                 Code.INVALID_RECEIPT_HANDLE, "the message of this receipt handle is not in flight"
             )
         msg = self._store.read_message(cq_entry.physical_offset, cq_entry.size)
-        if not await self._dead_letter(group, msg, entry.attempt):
-            raise MessagingError(Code.INTERNAL_SERVER_ERROR, "writing the dead letter failed")
-        state.mark_done(handle.queue_offset)
-        self._commit(group, handle.topic, handle.queue_id, state)
+        key = (group, handle.topic, handle.queue_id)
+        if not await self.dead_letter_now(key, state, handle.queue_offset, msg, entry.attempt):
+            raise MessagingError(
+                Code.INTERNAL_SERVER_ERROR, "writing the dead letter failed; retry shortly"
+            )
 
     def release_client(self, client_id: str) -> int:
-        return sum(state.release_client(client_id) for state in self._states.values())
+        """The client said goodbye or expired: its deliveries are visible again (a last
+        attempt goes to the DLQ at once)."""
+        count = 0
+        for key, state in self._states.items():
+            for offset in state.release_client(client_id):
+                self._watch(key, offset, state.waiting.get(offset, 0), 0, -1)
+                count += 1
+        return count
 
     def reset_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         lo, hi = self._store.queue_offsets(topic, queue_id)
@@ -391,6 +598,8 @@ class PopService:
     def forget_group(self, group: str) -> None:
         for key in [k for k in self._states if k[0] == group]:
             del self._states[key]
+            if self.master:
+                self.journal.append(key, ["X"])
         self._store.metadata.put_values(
             {k: None for k in self._store.metadata.values_with_prefix(f"pop/{group}/")}
         )
@@ -399,16 +608,23 @@ class PopService:
 
     def renew(self, alive: set[str]) -> None:
         now = now_ms()
-        for state in self._states.values():
+        for key, state in self._states.items():
             if state.inflight:
-                state.renew(now, self._tuning.auto_renew_invisible_ms, alive)
+                for offset in state.renew(now, self._tuning.auto_renew_invisible_ms, alive):
+                    self._watch(key, offset, state.waiting.get(offset, 0), 0, -1)
 
     def persist(self) -> int:
-        """Write every changed state in one transaction; returns how many."""
+        """Write every changed state and the journal position in one transaction;
+        returns how many states."""
         dirty = {k: s for k, s in self._states.items() if s.dirty}
-        if not dirty:
+        position = self.replayer.position.to_json()
+        saved = self._saved_position
+        if not dirty and position == saved:
             return 0
-        self._store.metadata.put_values({_state_key(k): s.snapshot() for k, s in dirty.items()})
+        values: dict[str, object] = {_state_key(k): s.snapshot() for k, s in dirty.items()}
+        values[POSITION_KEY] = position
+        self._saved_position = position
+        self._store.metadata.put_values(values)
         for state in dirty.values():
             state.dirty = False
         self._store.metadata.persist_offsets()

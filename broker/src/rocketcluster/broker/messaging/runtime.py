@@ -29,7 +29,9 @@ from rocketcluster.broker.messaging.convert import copy_to, to_pb
 from rocketcluster.broker.messaging.filters import FilterCache
 from rocketcluster.broker.messaging.notify import ArrivalNotifier
 from rocketcluster.broker.messaging.pop import PopService
+from rocketcluster.broker.messaging.pop_journal import JOURNAL_TOPIC
 from rocketcluster.broker.messaging.registry import TopicRegistry
+from rocketcluster.broker.messaging.revive import PopReviveService
 from rocketcluster.broker.messaging.routes import RouteTable
 from rocketcluster.broker.messaging.send import SendOutcome, SendService
 from rocketcluster.broker.messaging.timers import TimerService
@@ -82,7 +84,18 @@ class MessagingRuntime:
             max_delay_s=self.tuning.max_delay_seconds,
         )
         self.reads = ReadRecorder(store.commitlog.segment_size)
-        self.pop = PopService(store, self.notifier, self.tuning, self.dead_letter, self.reads)
+        self.pop = PopService(
+            store,
+            self.notifier,
+            self.tuning,
+            self.dead_letter,
+            self.reads,
+            put=self.write_system,
+            group_spec=self.registry.get_group,
+            dead_lettered=self._dead_lettered,
+        )
+        self.pop.recover()  # before any role: the journal after the saved snapshot
+        self.revive = PopReviveService(self.pop, self.is_master)
         self.timers = TimerService(store, config.data_dir / "timers", self.is_master)
         self.transactions = TransactionService(
             store,
@@ -142,7 +155,10 @@ class MessagingRuntime:
             loop.create_task(self.transactions.run(), name="transactions"),
             loop.create_task(self._upkeep(), name="messaging-upkeep"),
             loop.create_task(self.stats.run(), name="stats-publisher"),
+            loop.create_task(self.revive.run(), name="pop-revive"),
         ]
+        if self.role is None:  # a standalone broker is its group's master
+            self.pop.promote()
         if self.tier is not None:
             self.tier.start()
 
@@ -292,8 +308,11 @@ class MessagingRuntime:
 
     def on_role(self, role: str) -> None:
         if role == "master":
-            self.pop.reset()  # reload consume state from the replicated offsets
+            self.pop.promote()  # the replicated journal holds the consume state
             self.timers.wake()
+            self.revive.wake()
+        elif self.pop.master:
+            self.pop.demote()
 
     def metadata_snapshot(self) -> dict[str, Any]:
         metadata = self.store.metadata
@@ -319,6 +338,8 @@ class MessagingRuntime:
 
     def _dispatched(self, topics: set[str]) -> None:
         self.notifier.notify(topics)
+        if JOURNAL_TOPIC in topics and not self.pop.master:
+            self.pop.replay()  # a slave keeps the consume state its master records
         if prop.TIMER_TOPIC in topics:
             self.timers.wake()
 
@@ -333,9 +354,11 @@ class MessagingRuntime:
         for topic, (count, size) in per_topic.items():
             self.metrics.produced(topic, count, size)
 
-    async def dead_letter(self, group: str, msg: StoredMessage, attempts: int) -> bool:
+    def dead_letter(self, group: str, msg: StoredMessage, attempts: int) -> MessageToStore:
+        """The copy of ``msg`` for ``%DLQ%<group>`` (the topic is created as system
+        topics are); PopService stores it with the journal record of the move."""
         topic = self.registry.ensure_system_topic(dlq_topic(group))
-        copy = copy_to(
+        return copy_to(
             msg,
             topic.name,
             0,
@@ -345,19 +368,16 @@ class MessagingRuntime:
                 prop.DLQ_DELIVERY_ATTEMPTS: str(attempts),
             },
         )
-        result = await self.store.put(copy)
-        if result.ok:
-            self.metrics.dead_lettered(msg.topic, group)
-            log.info(
-                "message %s of %s moved to %s after %d attempts",
-                msg.msg_id,
-                msg.topic,
-                topic.name,
-                attempts,
-            )
-        else:
-            log.warning("moving %s to %s failed: %s", msg.msg_id, topic.name, result.reason)
-        return result.ok
+
+    def _dead_lettered(self, group: str, msg: StoredMessage, attempts: int) -> None:
+        self.metrics.dead_lettered(msg.topic, group)
+        log.info(
+            "message %s of %s moved to %s after %d attempts",
+            msg.msg_id,
+            msg.topic,
+            dlq_topic(group),
+            attempts,
+        )
 
     def _orphan_message(self, half: StoredMessage, topic: str) -> pb.Message:
         message = to_pb(

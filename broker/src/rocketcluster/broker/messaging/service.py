@@ -181,9 +181,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def NotifyClientTermination(
         self, request: spb.NotifyClientTerminationRequest, context: Any
     ) -> spb.NotifyClientTerminationResponse:
-        def handle(client_id: str) -> spb.NotifyClientTerminationResponse:
+        async def handle(client_id: str) -> spb.NotifyClientTerminationResponse:
             self._rt.pop.release_client(client_id)
             self._rt.clients.remove(client_id)
+            await self._rt.pop.recorded("releasing the client's deliveries")
             return spb.NotifyClientTerminationResponse(status=OK_STATUS)
 
         return await self._unary(
@@ -402,7 +403,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def AckMessage(
         self, request: spb.AckMessageRequest, context: Any
     ) -> spb.AckMessageResponse:
-        def handle(client_id: str) -> spb.AckMessageResponse:
+        async def handle(client_id: str) -> spb.AckMessageResponse:
             group = self._rt.registry.require_group(request.group.name)
             topic = topic_named(request.topic.name)
             response = spb.AckMessageResponse()
@@ -418,6 +419,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 except MessagingError as exc:
                     result.status.CopyFrom(exc.to_status())
                     failed += 1
+            try:  # one journal write (shared with concurrent acks) before the answer
+                await self._rt.pop.recorded("the acknowledgement")
+            except MessagingError as exc:
+                for result in response.entries:
+                    if result.status.code == OK:
+                        result.status.CopyFrom(exc.to_status())
+                        failed += 1
             if not failed:
                 response.status.CopyFrom(OK_STATUS)
             elif len(response.entries) == 1:
@@ -433,7 +441,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def ChangeInvisibleDuration(
         self, request: spb.ChangeInvisibleDurationRequest, context: Any
     ) -> spb.ChangeInvisibleDurationResponse:
-        def handle(client_id: str) -> spb.ChangeInvisibleDurationResponse:
+        async def handle(client_id: str) -> spb.ChangeInvisibleDurationResponse:
             group = self._rt.registry.require_group(request.group.name)
             invisible = duration_ms(request.invisible_duration)
             if not 0 <= invisible <= self._rt.tuning.max_invisible_ms:
@@ -441,6 +449,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             handle_text = self._rt.pop.change_invisible(
                 group.name, topic_named(request.topic.name), request.receipt_handle, invisible
             )
+            await self._rt.pop.recorded("the new invisibility")
             return spb.ChangeInvisibleDurationResponse(status=OK_STATUS, receipt_handle=handle_text)
 
         # The client stores the returned handle before it checks the status: always
