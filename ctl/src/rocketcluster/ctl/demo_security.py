@@ -108,7 +108,8 @@ def prepare_access(
     """After ``LocalRuntime.up``: the demo user's keys from the users file it wrote, and
     the CA it made — set as the official client's default roots for this process, so
     this must run before the first official-client channel is made (gRPC reads the
-    variable once)."""
+    variable once). Hence also one secure demo per process: the next would make a
+    new CA that this process's official clients no longer learn (rocketctl runs one)."""
     ca_file: Path | None = None
     recorded = state.get("tls")
     if recorded:
