@@ -14,6 +14,7 @@ DIST ?= dist
 
 help:
 	@echo "make demo   - start the embedded local runtime and show it working"
+	@echo "              SECURE=1 runs it with TLS, keys and ACLs (examples/secure.yaml)"
 	@echo "make demo-operator - the operator on an emulated Kubernetes: apply, roll, scale, delete"
 	@echo "make test   - lint, type-check and run every test (installs what it needs)"
 	@echo "make bench  - benchmarks; JSON in bench/results/, a table on stdout"
@@ -33,8 +34,9 @@ setup: .venv/.synced
 	$(UV) sync --frozen --all-packages
 	@touch $@
 
+# SECURE=1: the same story on examples/secure.yaml (TLS, AK/SK signatures, ACLs).
 demo: setup
-	$(RUN) rocketctl demo cluster
+	$(RUN) rocketctl demo cluster$(if $(filter 1,$(SECURE)), -f examples/secure.yaml)
 
 # The real operator, controllers and brokers against the API server emulator and the
 # pod realiser (e2e/), narrated: apply -> Ready -> roll under load -> scale -> delete.

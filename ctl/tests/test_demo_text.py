@@ -120,3 +120,17 @@ def test_standalone_and_store_lines() -> None:
     assert text.store_audit_line(3016, 3020, 3020, 0) == (
         "3,016 acknowledged, 3,020 in the log, 3,020 read through the consume queues, lost 0"
     )
+
+
+def test_the_security_line_says_tls_auth_and_the_user() -> None:
+    assert text.security_line(None, None) is None  # security off: no line
+    assert text.security_line("d/tls/ca.crt", "orders-app") == (
+        "TLS on every port (CA d/tls/ca.crt) and auth on: producing and auditing as user "
+        "orders-app; admin calls over https with the admin token"
+    )
+    assert text.security_line("d/tls/ca.crt", None) == (
+        "TLS on every port (CA d/tls/ca.crt): admin calls over https"
+    )
+    assert text.security_line(None, "ops", admin=True) == (
+        "auth on: producing and auditing as user ops (an admin); admin calls with the admin token"
+    )

@@ -463,7 +463,10 @@ def demo_standalone(manifest: Path, directory: Path, count: int, as_json: bool) 
 )
 @_JSON
 def demo_cluster(manifest: Path, directory: Path, seconds: float, as_json: bool) -> None:
-    """Start a replicated cluster, kill a master under load, audit, stop."""
+    """Start a replicated cluster, kill a master under load, audit, stop.
+
+    With -f examples/secure.yaml (make demo SECURE=1) over TLS, signed with an
+    application user's keys."""
     from rocketcluster.ctl.demo_cluster import run_cluster_demo
 
     try:

@@ -5,7 +5,8 @@ the group endpoints), produces with the official client, kills the master of a g
 with SIGKILL, and shows the election from the controllers' history, what the
 producers saw, and an audit of every acknowledged message - then stops everything.
 Each step is told as it happens (``say``); the report returned is what ``--json``
-prints.
+prints. With examples/secure.yaml (``make demo SECURE=1``) the same story runs over
+TLS, signed with an application user's keys (demo_security.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import httpx
 from rocketcluster.api.cluster import RocketCluster, load_manifest
 from rocketcluster.ctl import demo_text as text
 from rocketcluster.ctl.client_errors import ClientErrorTally, capture_client_errors
+from rocketcluster.ctl.demo_security import DemoAccess, prepare_access, security_problems
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.workload import TOPIC, Cluster, Workload, audit
 
@@ -35,7 +37,8 @@ class DemoError(ValueError):
 
 def check_manifest(model: RocketCluster, source: str) -> None:
     """The demo kills a master and expects another replica to take over, sends to
-    ``orders`` and reads back with the consumer group ``audit``."""
+    ``orders`` and reads back with the consumer group ``audit`` — with security.auth,
+    as a user allowed to."""
     problems = []
     if model.spec.brokers.replicas < 2:
         problems.append("brokers.replicas must be 2 or more (a killed master needs a successor)")
@@ -45,11 +48,14 @@ def check_manifest(model: RocketCluster, source: str) -> None:
         problems.append(f"declare the topic {TOPIC!r} in spec.topics")
     if AUDIT_GROUP not in {g.name for g in model.spec.consumer_groups}:
         problems.append(f"declare the consumer group {AUDIT_GROUP!r} in spec.consumerGroups")
+    problems += security_problems(model, TOPIC, AUDIT_GROUP)
     if problems:
+        security = model.spec.security
+        example = "secure" if security.auth.enabled or security.tls.enabled else "cluster"
         raise DemoError(
             f"{source} cannot run the cluster demo: "
             + "; ".join(problems)
-            + " (examples/cluster.yaml can)"
+            + f" (examples/{example}.yaml can)"
         )
 
 
@@ -60,11 +66,9 @@ def _silent(_: str) -> None:
 def _events_since(cluster: Cluster, since: float) -> list[dict[str, Any]]:
     for proc in cluster.controllers():
         try:
-            events: list[dict[str, Any]] = httpx.get(
-                f"http://{proc['addresses']['admin']}/v1/events",
-                params={"since": since, "group": cluster.group},
-                timeout=2,
-            ).json()
+            events: list[dict[str, Any]] = cluster.admin_get(
+                proc["addresses"]["admin"], "/v1/events", since=since, group=cluster.group
+            )
             return events
         except (httpx.HTTPError, ValueError):
             continue
@@ -111,6 +115,19 @@ def _masters(
     return groups
 
 
+def _security_line(access: DemoAccess, directory: Path) -> str | None:
+    """The security line, the CA named under the directory as the user gave it."""
+    ca = access.ca_file
+    if ca is not None and ca.is_relative_to(directory.resolve()):
+        ca = directory / ca.relative_to(directory.resolve())
+    user = access.user
+    return text.security_line(
+        None if ca is None else str(ca),
+        None if user is None else user.name,
+        admin=user is not None and user.admin,
+    )
+
+
 def _election_after(cluster: Cluster, since: float) -> dict[str, Any] | None:
     """The controllers' record of the election that followed the kill."""
     elections = [e for e in _events_since(cluster, since) if e["command"] == "ElectMaster"]
@@ -133,13 +150,16 @@ def _failover(
     cluster: Cluster,
     replicas: int,
     seconds: float,
+    access: DemoAccess,
     say: Callable[[str], None],
 ) -> Failover:
     """Produce, SIGKILL the group's master, produce on: what the controllers, the
     producers and the official client library saw."""
     old = cluster.master()
     with capture_client_errors() as client_errors:
-        workload = Workload(cluster.endpoints)
+        workload = Workload(
+            access.official_endpoints(cluster.endpoints), access.credentials, access.official_tls
+        )
         workload.start(producers=PRODUCERS)
         try:
             time.sleep(seconds)
@@ -222,11 +242,22 @@ def run_cluster_demo(
     try:
         took = time.monotonic() - started
         say(text.ready_line(len(state["processes"]), took, state["groupEndpoints"]))
+        # Before the first official-client channel: it trusts the CA from then on.
+        access = prepare_access(model, state, runtime.directory, TOPIC, AUDIT_GROUP)
+        secured = _security_line(access, directory)
+        if secured:
+            say(secured)
         groups = _masters(runtime, state, brokers.replicas, say)
         cluster = Cluster(runtime, state)
-        failover = _failover(runtime, cluster, brokers.replicas, seconds, say)
+        failover = _failover(runtime, cluster, brokers.replicas, seconds, access, say)
         workload = failover.workload
-        seen = audit(cluster.endpoints, AUDIT_GROUP, set(workload.acked))
+        seen = audit(
+            cluster.endpoints,
+            AUDIT_GROUP,
+            set(workload.acked),
+            tls=access.tls,
+            credentials=access.credentials,
+        )
         lost = sorted(set(workload.acked) - set(seen))
         twice = [mid for mid, places in seen.items() if len(places) > 1]
         say(text.audit_line(len(workload.acked), len(seen), len(lost), len(twice)))
@@ -242,6 +273,12 @@ def run_cluster_demo(
             "cluster": state["name"],
             "processes": len(state["processes"]),
             "groupEndpoints": state["groupEndpoints"],
+            "security": {
+                "tls": access.ca_file is not None,
+                "caFile": None if access.ca_file is None else str(access.ca_file),
+                "auth": access.user is not None,
+                "user": None if access.user is None else access.user.name,
+            },
             "groups": groups,
             **failover.report,
             "clientLibraryErrors": client_errors.report(),

@@ -19,6 +19,7 @@ __all__ = [
     "produced_line",
     "ready_line",
     "seconds",
+    "security_line",
     "standalone_consumed_line",
     "standalone_lookup_line",
     "standalone_produced_line",
@@ -65,6 +66,20 @@ def ready_line(processes: int, took: float, group_endpoints: Mapping[str, str]) 
     return f"ready in {seconds(took)}: {_plural(processes, 'process')}" + (
         f"; clients connect to {where}" if where else ""
     )
+
+
+def security_line(ca_file: str | None, user: str | None, admin: bool = False) -> str | None:
+    """How the demo reaches a cluster with security on, in one line (None: it is off)."""
+    if ca_file is None and user is None:
+        return None
+    on = [f"TLS on every port (CA {ca_file})"] if ca_file is not None else []
+    how = []
+    if user is not None:
+        on.append("auth on")
+        how.append(f"producing and auditing as user {user}" + (" (an admin)" if admin else ""))
+    calls = "admin calls over https" if ca_file is not None else "admin calls"
+    how.append(calls + (" with the admin token" if user is not None else ""))
+    return f"{' and '.join(on)}: {'; '.join(how)}"
 
 
 def group_line(group: str, master: str, epoch: int, in_sync: int, replicas: int) -> str:

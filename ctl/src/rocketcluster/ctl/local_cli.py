@@ -53,7 +53,8 @@ def up(manifest: Path, directory: Path, timeout: float) -> None:
     if state.get("tls"):
         ca = state["tls"]["caFile"]
         click.echo(
-            f"TLS on every port; the CA is {ca}. Official clients: tls_enable=True with "
+            f"TLS on every port; the CA is {ca}. Official clients: tls_enable=True, one "
+            f"client endpoint (the Python client cannot verify a list), and "
             f"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={ca} in their environment; "
             f"curl --cacert {ca} https://<admin>/readyz"
         )

@@ -24,8 +24,10 @@ from rocketmq.v5.producer import Producer
 from rocketcluster.api.broker_config import split_registered
 from rocketcluster.api.client.lean import LeanClient
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.tls import ClientTls, admin_scheme, http_verify
 from rocketcluster.ctl.client_errors import error_kind
-from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.local.auth import local_admin_token
+from rocketcluster.ctl.local.runtime import LocalRuntime, client_tls
 from rocketcluster.ctl.testing import DISK_GUARDS_OFF, quiet_official_client, wait_for
 
 TOPIC = "orders"
@@ -58,6 +60,10 @@ def ha_cluster(*, unclean: bool = False, mode: str = "sync", name: str = "ha") -
 
 @dataclass
 class Cluster:
+    """``group`` of the cluster ``runtime`` started; its admin calls speak https and
+    send the admin token when the cluster has security on (``state``'s CA, the
+    token in the runtime's directory)."""
+
     runtime: LocalRuntime
     state: dict[str, Any]
     group: str = ""
@@ -65,6 +71,26 @@ class Cluster:
     def __post_init__(self) -> None:
         if not self.group:
             self.group = f"{self.state['name']}-broker-0"
+
+    def _http(self) -> httpx.Client:
+        """A client for one call (as httpx.get makes): nothing stays open between the
+        polls, and a token or certificate rewritten meanwhile is picked up."""
+        token = local_admin_token(self.runtime.directory)
+        return httpx.Client(
+            timeout=2,
+            verify=http_verify(client_tls(self.state)),
+            headers={"authorization": f"Bearer {token}"} if token else {},
+        )
+
+    def admin_url(self, address: str, path: str) -> str:
+        """``path`` on the admin API at ``address``, with the cluster's scheme."""
+        return f"{admin_scheme(client_tls(self.state))}://{address}{path}"
+
+    def admin_get(self, address: str, path: str, **params: Any) -> Any:
+        """GET ``path`` on the admin API at ``address``: the JSON answer (raises
+        httpx.HTTPError or ValueError, as the callers expect of a process that is down)."""
+        with self._http() as http:
+            return http.get(self.admin_url(address, path), params=params).json()
 
     @property
     def endpoints(self) -> str:
@@ -82,7 +108,7 @@ class Cluster:
 
     def broker_view(self, proc: dict[str, Any]) -> dict[str, Any] | None:
         try:
-            return httpx.get(f"http://{proc['addresses']['admin']}/v1/broker", timeout=2).json()  # type: ignore[no-any-return]
+            return self.admin_get(proc["addresses"]["admin"], "/v1/broker")  # type: ignore[no-any-return]
         except (httpx.HTTPError, ValueError):
             return None
 
@@ -101,9 +127,7 @@ class Cluster:
     def _leader_admin(self) -> str | None:
         for proc in self.controllers():
             try:
-                cluster = httpx.get(
-                    f"http://{proc['addresses']['admin']}/v1/cluster", timeout=2
-                ).json()
+                cluster = self.admin_get(proc["addresses"]["admin"], "/v1/cluster")
                 leader = next(m for m in cluster["members"] if m["id"] == cluster["leader"])
                 return str(leader["adminAddress"])
             except (httpx.HTTPError, ValueError, StopIteration, KeyError):
@@ -115,9 +139,7 @@ class Cluster:
         if admin is None:
             return None
         try:
-            view: dict[str, Any] = httpx.get(
-                f"http://{admin}/v1/groups/{self.group}", timeout=2
-            ).json()
+            view: dict[str, Any] = self.admin_get(admin, f"/v1/groups/{self.group}")
         except (httpx.HTTPError, ValueError):
             return None
         return view
@@ -126,11 +148,12 @@ class Cluster:
         """Ask the controllers' leader to make ``broker_id`` master (what
         ``rocketctl elect --broker-id`` does): the HTTP status and the answer."""
         admin = wait_for(self._leader_admin, timeout=30, what="a controller leader")
-        answer = httpx.post(
-            f"http://{admin}/v1/groups/{self.group}/elect",
-            json={"brokerId": broker_id},
-            timeout=30,
-        )
+        with self._http() as http:
+            answer = http.post(
+                self.admin_url(admin, f"/v1/groups/{self.group}/elect"),
+                json={"brokerId": broker_id},
+                timeout=30,
+            )
         return answer.status_code, answer.json()
 
     def process_of(self, broker_id: int, view: dict[str, Any]) -> dict[str, Any]:
@@ -163,9 +186,13 @@ def running(directory: Path, cluster: RocketCluster) -> Iterator[Cluster]:
 
 @dataclass
 class Workload:
-    """Producers that record every acknowledged message and every failure."""
+    """Producers that record every acknowledged message and every failure;
+    ``credentials`` (access key, secret key) sign their requests and ``tls`` makes
+    them connect with tls_enable=True (trusting GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)."""
 
     endpoints: str
+    credentials: tuple[str, str] | None = None
+    tls: bool = False
     acked: dict[str, float] = field(default_factory=dict)
     groups: dict[str, str] = field(default_factory=dict)  # message id -> broker group
     failures: list[float] = field(default_factory=list)
@@ -182,7 +209,13 @@ class Workload:
 
     def _run(self, w: int) -> None:
         producer = Producer(
-            ClientConfiguration(self.endpoints, Credentials(), request_timeout=3), (TOPIC,)
+            ClientConfiguration(
+                self.endpoints,
+                Credentials(*self.credentials) if self.credentials else Credentials(),
+                request_timeout=3,
+            ),
+            (TOPIC,),
+            tls_enable=self.tls,
         )
         producer.startup()
         try:
@@ -227,17 +260,24 @@ class Workload:
 
 
 def audit(
-    endpoints: str, group: str, want: set[str], timeout: float = 120, dry_polls: int = 3
+    endpoints: str,
+    group: str,
+    want: set[str],
+    timeout: float = 120,
+    dry_polls: int = 3,
+    *,
+    tls: ClientTls | None = None,
+    credentials: tuple[str, str] | None = None,
 ) -> dict[str, set[tuple[str, int, int]]]:
     """Read the topic on every group endpoint with a consumer group until every id in
     ``want`` was seen, and then until ``dry_polls`` polls in a row bring nothing (what
     catches a message delivered twice): id -> {(group endpoint, queue id, queue
-    offset)} of its deliveries."""
+    offset)} of its deliveries. ``tls`` and ``credentials`` as LeanClient takes them."""
 
     async def one(endpoint: str, seen: dict[str, set[tuple[str, int, int]]]) -> None:
         deadline = time.monotonic() + timeout
         empty = 0
-        async with LeanClient(endpoint) as client:
+        async with LeanClient(endpoint, tls=tls, credentials=credentials) as client:
             while time.monotonic() < deadline and (not want <= set(seen) or empty < dry_polls):
                 try:
                     batch = await client.receive(group, TOPIC, batch=64, poll_ms=1000)
