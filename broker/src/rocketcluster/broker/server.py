@@ -12,7 +12,6 @@ from typing import Any
 
 import grpc
 import uvicorn
-from rocketmq.grpc_protocol import service_pb2_grpc
 
 from rocketcluster.api.admin_guard import guard_admin
 from rocketcluster.api.broker_config import BrokerProcessConfig
@@ -152,8 +151,7 @@ class BrokerServer:
             admin_config.ssl = server_ssl_context(cfg.tls)
         self._admin = _AdminServer(admin_config)
         self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
-        server = grpc.aio.server(
-            interceptors=[ClientAdmission(cfg.client_limits, self.runtime.metrics)],
+        server = grpc.aio.server(  # no interceptors: see ClientAdmission
             maximum_concurrent_rpcs=cfg.client_limits.max_concurrent_rpcs,
             options=[
                 ("grpc.so_reuseport", 0),
@@ -164,7 +162,8 @@ class BrokerServer:
             ],
         )
         servicer = guard_servicer(MessagingServicer(self.runtime), cfg.auth, metrics.observe_rpc)
-        service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
+        admission = ClientAdmission(cfg.client_limits, self.runtime.metrics)  # before auth
+        server.add_generic_rpc_handlers((admission.handler(servicer),))
         address = f"{cfg.bind_host}:{cfg.client_port}"
         try:
             # Server authentication only: the official clients present no certificate.
