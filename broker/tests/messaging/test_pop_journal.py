@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from rocketcluster.api.broker_config import MessagingTuning
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
@@ -23,7 +24,9 @@ from rocketcluster.broker.messaging.pop_journal import (
     decode_record,
     encode_records,
 )
-from rocketcluster.broker.messaging.revive import revive_due
+from rocketcluster.broker.messaging.pop_metrics import register_pop_metrics
+from rocketcluster.broker.messaging.revive import PopReviveService, revive_due
+from rocketcluster.broker.metrics import BrokerMetrics
 from rocketcluster.broker.store import MessageStore, MessageToStore, StoredMessage
 from rocketcluster.broker.store.replica import truncate_to
 from rocketcluster.ctl.testing import small_store_config
@@ -121,6 +124,18 @@ async def _receive(pop: PopService, count: int, invisible_ms: int = 60_000) -> l
     )
 
 
+def _exported(pop: PopService) -> dict[str, float]:
+    """The POP counters a broker running ``pop`` exports, as Prometheus parses them."""
+    metrics = BrokerMetrics("c", "n")
+    register_pop_metrics(metrics, pop, PopReviveService(pop, lambda: False))
+    return {
+        s.name: s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+        if s.name.startswith("rocketmq_pop_")
+    }
+
+
 def _states(pop: PopService) -> dict[Any, Any]:
     return {k: s.full_snapshot() for k, s in pop.states().items()}
 
@@ -179,6 +194,18 @@ async def test_journal_replayed_by_another_broker_and_a_cut_tail_rebuilt(tmp_pat
         assert replica.replay() > 0
         assert replica.replayer.rebuilds == 1
         assert _states(replica) == _states(other)
+        # What Prometheus reads of each: the master's puts and changes, the
+        # replica's applied records and its one rebuild.
+        seen = {name: _exported(pop) for name, pop in (("master", master), ("replica", replica))}
+        assert seen["master"]["rocketmq_pop_journal_writes_total"] == master.journal.writes > 0
+        assert (
+            seen["master"]["rocketmq_pop_journal_ops_total"]
+            == master.journal.ops_written
+            > master.journal.writes
+        )
+        assert seen["replica"]["rocketmq_pop_journal_rebuilds_total"] == 1
+        assert seen["replica"]["rocketmq_pop_journal_applied_total"] == replica.replayer.applied
+        assert seen["replica"]["rocketmq_pop_journal_writes_total"] == 0  # never master
     finally:
         await store.close()
 

@@ -80,6 +80,9 @@ class MessagingTuning(BaseModel):
     client_expiry_ms: int = Field(default=120_000, ge=1000)
 
 
+DEFAULT_HEARTBEAT_TIMEOUT_MS = 3000
+
+
 class HATuning(BaseModel):
     """Replication timings (RocketMQ: syncFlushTimeout, haMaxTimeSlaveNotCatchup)."""
 
@@ -91,6 +94,15 @@ class HATuning(BaseModel):
     # than ack_timeout_ms: a slave that stalls makes writes time out before the set
     # shrinks under them.
     max_time_not_catchup_ms: int = Field(default=8000, ge=100)
+    # How long the controllers wait for this broker's heartbeat before they count it
+    # dead and replace it if it was master (RocketMQ: controllerHeartBeatTimeoutMills).
+    # It heartbeats every third of it, at most every second, so one late heartbeat is
+    # not a death. Left out of the file at its default: renders stay as they were.
+    controller_heartbeat_timeout_ms: int = Field(
+        default=DEFAULT_HEARTBEAT_TIMEOUT_MS,
+        ge=300,
+        exclude_if=lambda v: v == DEFAULT_HEARTBEAT_TIMEOUT_MS,
+    )
 
 
 class BrokerProcessConfig(BaseModel):

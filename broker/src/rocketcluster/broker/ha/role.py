@@ -186,14 +186,16 @@ class RoleManager:
                 max_offset=clog.write_offset,
                 confirm_offset=self.store.confirm_offset or 0,
                 election_priority=self.broker_id,
-                timeout_ms=3000,
+                timeout_ms=self.config.ha.controller_heartbeat_timeout_ms,
                 seen_master_epoch=self.seen_master_epoch,
             )
         )
 
     async def _heartbeats(self) -> None:
         while True:
-            await asyncio.sleep(HEARTBEAT_S)
+            await asyncio.sleep(
+                min(HEARTBEAT_S, self.config.ha.controller_heartbeat_timeout_ms / 3000)
+            )
             with contextlib.suppress(Exception):
                 await self._heartbeat()
 

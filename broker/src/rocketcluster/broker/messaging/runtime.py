@@ -30,6 +30,7 @@ from rocketcluster.broker.messaging.filters import FilterCache
 from rocketcluster.broker.messaging.notify import ArrivalNotifier
 from rocketcluster.broker.messaging.pop import PopService
 from rocketcluster.broker.messaging.pop_journal import JOURNAL_TOPIC
+from rocketcluster.broker.messaging.pop_metrics import register_pop_metrics
 from rocketcluster.broker.messaging.registry import TopicRegistry
 from rocketcluster.broker.messaging.revive import PopReviveService
 from rocketcluster.broker.messaging.routes import RouteTable
@@ -447,6 +448,7 @@ class MessagingRuntime:
             self._inflight,
         )
         register_store_metrics(m, self.store)
+        register_pop_metrics(m, self.pop, self.revive)
         m.gauge(
             "rocketmq_topic_number", "Topics", lambda: [({}, float(len(self.registry.topics())))]
         )

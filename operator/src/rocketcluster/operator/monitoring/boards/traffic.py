@@ -154,7 +154,8 @@ def clients() -> dict[str, Any]:
 
 
 def consumer_lag() -> dict[str, Any]:
-    tg = (*BROKER_VARS, "topic", "consumer_group")
+    b = BROKER_VARS
+    tg = (*b, "topic", "consumer_group")
     by = "consumer_group, topic"
     legend = "{{consumer_group}} / {{topic}}"
     grid = (
@@ -220,6 +221,44 @@ def consumer_lag() -> dict[str, Any]:
                     rate("rocketmq_messages_out_total", by, *tg),
                     "{{consumer_group}} consumed {{topic}}",
                 ),
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "POP journal",
+                "Consumption-state changes (receipts, acks, invisible-time changes) the "
+                "master writes to the replicated POP journal, the puts that carry them "
+                "(fewer puts than changes: the group commit) and the records slaves apply.",
+                "ops",
+                Q(rate("rocketmq_pop_journal_ops_total", "node_id", *b), "{{node_id}} changes"),
+                Q(rate("rocketmq_pop_journal_writes_total", "node_id", *b), "{{node_id}} puts"),
+                Q(
+                    rate("rocketmq_pop_journal_applied_total", "node_id", *b),
+                    "{{node_id}} applied",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "POP state rebuilds and revived dead letters",
+                "Rebuilds: a broker replayed the POP journal from its start because a "
+                "failover cut the tail it had applied (rare; each one costs a full replay). "
+                "Revived to DLQ: messages whose last delivery expired with nobody receiving.",
+                "short",
+                Q(
+                    f"sum by (node_id) (increase({v('rocketmq_pop_journal_rebuilds_total', *b)}"
+                    f"[{RATE}]))",
+                    "{{node_id}} rebuilds",
+                ),
+                Q(
+                    f"sum by (node_id) (increase("
+                    f"{v('rocketmq_pop_revive_dlq_messages_total', *b)}[{RATE}]))",
+                    "{{node_id}} revived to DLQ",
+                ),
+                min_value=0,
             ),
             12,
         )
