@@ -101,6 +101,7 @@ bench: setup
 	$(RUN) rocketctl bench controller --out bench/results
 	$(RUN) rocketctl bench replication --out bench/results
 	$(RUN) rocketctl bench switchover --out bench/results
+	$(RUN) rocketctl bench security --out bench/results
 	$(RUN) rocketctl bench spark --out bench/results
 
 # The container images (images/README.md): a Debian base made with mmdebstrap, the

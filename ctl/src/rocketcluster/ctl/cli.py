@@ -246,23 +246,25 @@ def bench_switchover(
     click.echo(f"results: {path}")
 
 
-@bench.command("auth")
+@bench.command("security")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
-@click.option("--seconds", type=float, default=5.0, show_default=True, help="per case")
+@click.option("--seconds", type=float, default=5.0, show_default=True, help="per case and round")
+@click.option("--reps", type=int, default=3, show_default=True, help="interleaved rounds")
 @click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench"))
-def bench_auth(out_dir: Path, seconds: float, work_dir: Path) -> None:
-    """Produce with security.auth off and on (signed requests), and the check alone."""
-    from rocketcluster.ctl.bench.auth_bench import rows, run_auth_bench
-
-    result = run_auth_bench(work_dir, seconds)
-    path = write_results(out_dir, "auth", result)
-    columns = ["shape", "auth", "msgs_per_s", "p50_ms", "p99_ms", "errors", "ratio"]
-    click.echo(format_table(rows(result), columns))
-    check = result["check"]
-    click.echo(
-        f"the check alone: {check['cached_us']:.2f} us cached, "
-        f"{check['uncached_us']:.2f} us with parse + HMAC"
+def bench_security(out_dir: Path, seconds: float, reps: int, work_dir: Path) -> None:
+    """Produce through plain, TLS, auth and TLS+auth brokers; the auth check alone."""
+    from rocketcluster.ctl.bench.security_bench import (
+        COLUMNS,
+        rows,
+        run_security_bench,
+        summary_lines,
     )
+
+    result = run_security_bench(work_dir, seconds, reps)
+    path = write_results(out_dir, "security", result)
+    click.echo(format_table(rows(result), COLUMNS))
+    for line in summary_lines(result):
+        click.echo(line)
     click.echo(f"results: {path}")
 
 
