@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from rocketcluster.ctl.cli import main
+from rocketcluster.ctl.local.runtime import LocalRuntime, LocalRuntimeError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "standalone.yaml"
 
@@ -82,3 +85,15 @@ def test_bad_manifest_is_a_clear_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["local", "up", "-f", str(bad), "--dir", str(tmp_path / "d")])
     assert result.exit_code != 0
     assert "spec.topics.0.name" in result.output
+
+
+def test_a_process_that_dies_at_start_is_reported_at_once(tmp_path: Path) -> None:
+    """The runtime judges its own children by their exit status: one that exits at
+    start is named with its log at once, not after the ready timeout (and a live one
+    is never taken for dead while it is still exec'ing)."""
+    runtime = LocalRuntime(tmp_path / "dies")
+    started = time.monotonic()
+    with pytest.raises(LocalRuntimeError, match="demo-broker-0 exited during start"):
+        runtime.up(EXAMPLE, timeout=60, argv_prefix=lambda plan: ["/bin/false"])
+    assert time.monotonic() - started < 30
+    assert runtime.running() == []

@@ -65,6 +65,10 @@ def _log_tail(path: Path, lines: int = 30) -> str:
 class LocalRuntime:
     def __init__(self, directory: Path) -> None:
         self.directory = directory.resolve()
+        # The processes this object started, by name: whether one of them exited is
+        # then its own exit status, not a read of /proc/<pid>/cmdline (which a loaded
+        # machine was seen to answer empty for a live, starting process).
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
 
     @property
     def state_path(self) -> Path:
@@ -182,6 +186,7 @@ class LocalRuntime:
                 start_new_session=True,
                 cwd=self.directory,
             )
+        self._children[plan.name] = proc
         return {
             "name": plan.name,
             "role": plan.role,
@@ -202,7 +207,7 @@ class LocalRuntime:
         with http:
             while pending:
                 for name, record in list(pending.items()):
-                    if not _owned(record["pid"], record["configPath"]):
+                    if self._exited(name, record):
                         raise LocalRuntimeError(
                             f"{name} exited during start; last log lines:\n"
                             f"{_log_tail(Path(record['logPath']))}"
@@ -218,6 +223,14 @@ class LocalRuntime:
                 if time.monotonic() > deadline:
                     raise LocalRuntimeError(f"not ready after {timeout:.0f}s: {', '.join(pending)}")
                 time.sleep(0.1)
+
+    def _exited(self, name: str, record: dict[str, Any]) -> bool:
+        """Whether a process waited for has gone: our own child's exit status when we
+        started it (and it is still the recorded pid), else /proc."""
+        child = self._children.get(name)
+        if child is not None and child.pid == record["pid"]:
+            return child.poll() is not None
+        return not _owned(record["pid"], record["configPath"])
 
     def _save(self, state: dict[str, Any]) -> None:
         tmp = self.state_path.with_suffix(".tmp")
