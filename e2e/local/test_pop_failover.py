@@ -35,10 +35,9 @@ from rocketmq.v5.producer import Producer
 
 from rocketcluster.api.client.lean import LeanClient, OutgoingMessage
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.ctl.local.runtime import LocalRuntime
-from rocketcluster.ctl.testing import DISK_GUARDS_OFF, quiet_official_client, wait_for
+from rocketcluster.ctl.testing import wait_for
 
-from .conftest import Cluster
+from .conftest import Cluster, running
 
 TOPIC = "work"
 GROUP = "workers"
@@ -74,23 +73,13 @@ def _cluster() -> RocketCluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    quiet_official_client()
-    runtime = LocalRuntime(tmp_path_factory.mktemp("pop"))
     overrides = {
-        "segment_size": 16 << 20,
-        **DISK_GUARDS_OFF,
         "messaging": {"minInvisibleMs": 100, "consumeStatePersistMs": 200},
         # A killed master is found dead after 2 s instead of 3 (20 kills: 20 s less).
         "ha": {"controllerHeartbeatTimeoutMs": 2000},
     }
-    state = runtime.up(_cluster(), overrides=overrides)
-    try:
-        handle = Cluster(runtime, state)
-        handle.master()
-        handle.wait_in_sync(3)
+    with running(tmp_path_factory.mktemp("pop"), _cluster(), overrides) as handle:
         yield handle
-    finally:
-        runtime.down()
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -53,6 +53,24 @@ def merge_conditions(old: list[Condition], new: list[Condition], at: str) -> lis
         when = before.last_transition_time if before and before.status == cond.status else at
         merged.append(cond.model_copy(update={"last_transition_time": when or at}))
     return merged
+
+
+def ready_conditions(
+    body: dict[str, Any], ready: bool, reason: str, message: str
+) -> list[Condition]:
+    """The conditions of a resource that has only Ready (RocketTopic, RocketUser …),
+    merged with what ``body``'s status says, for ``body``'s generation."""
+    old = body.get("status") or {}
+    generation = body["metadata"].get("generation")
+    condition = Condition(
+        type="Ready",
+        status="True" if ready else "False",
+        reason=reason,
+        message=message[:1000],
+        observed_generation=generation,
+    )
+    previous = [Condition.model_validate(c) for c in old.get("conditions") or []]
+    return merge_conditions(previous, [condition], now_rfc3339())
 
 
 class ControllerMemberStatus(_Status):

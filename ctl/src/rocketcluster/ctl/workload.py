@@ -170,11 +170,16 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def running(directory: Path, cluster: RocketCluster) -> Iterator[Cluster]:
+def running(
+    directory: Path, cluster: RocketCluster, overrides: dict[str, Any] | None = None
+) -> Iterator[Cluster]:
+    """``cluster`` up, every replica in sync, stopped when the block ends; ``overrides``
+    add broker settings (tunings) to the test defaults."""
     quiet_official_client()
     logging.getLogger("httpx").setLevel(logging.WARNING)
     runtime = LocalRuntime(directory)
-    state = runtime.up(cluster, overrides={"segment_size": 16 << 20, **DISK_GUARDS_OFF})
+    settings = {"segment_size": 16 << 20, **DISK_GUARDS_OFF, **(overrides or {})}
+    state = runtime.up(cluster, overrides=settings)
     try:
         handle = Cluster(runtime, state)
         handle.master()

@@ -15,12 +15,7 @@ from pydantic import BaseModel, ValidationError
 from rocketcluster.api import kube
 from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.api.status import (
-    CatalogueStatus,
-    Condition,
-    merge_conditions,
-    now_rfc3339,
-)
+from rocketcluster.api.status import CatalogueStatus, ready_conditions
 from rocketcluster.operator.admin import AdminError, BrokerAdmin, ControllerAdmin
 from rocketcluster.operator.kube.apply import Applier
 from rocketcluster.operator.kube.client import KubeClient
@@ -184,17 +179,9 @@ class CatalogueReconciler:
     async def _status(
         self, body: dict[str, Any], name: str, ready: bool, reason: str, message: str
     ) -> None:
-        old = CatalogueStatus.model_validate(body.get("status") or {})
-        condition = Condition(
-            type="Ready",
-            status="True" if ready else "False",
-            reason=reason,
-            message=message[:1000],
-            observed_generation=body["metadata"].get("generation"),
-        )
         status = CatalogueStatus(
             observed_generation=body["metadata"].get("generation"),
-            conditions=merge_conditions(old.conditions, [condition], now_rfc3339()),
+            conditions=ready_conditions(body, ready, reason, message),
             name=name,
         )
         await self._applier.apply_status(

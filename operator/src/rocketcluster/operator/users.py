@@ -23,7 +23,7 @@ from rocketcluster.api.auth import (
     generate_secret_key,
 )
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.api.status import Condition, merge_conditions, now_rfc3339
+from rocketcluster.api.status import ready_conditions
 from rocketcluster.api.user_resource import (
     RocketUser,
     UserStatus,
@@ -188,17 +188,9 @@ class UsersReconciler:
     async def _status(
         self, body: dict[str, Any], name: str, secret: str, ready: bool, reason: str, message: str
     ) -> None:
-        old = UserStatus.model_validate(body.get("status") or {})
-        condition = Condition(
-            type="Ready",
-            status="True" if ready else "False",
-            reason=reason,
-            message=message[:1000],
-            observed_generation=body["metadata"].get("generation"),
-        )
         status = UserStatus(
             observed_generation=body["metadata"].get("generation"),
-            conditions=merge_conditions(old.conditions, [condition], now_rfc3339()),
+            conditions=ready_conditions(body, ready, reason, message),
             name=name,
             secret_name=secret,
         )
