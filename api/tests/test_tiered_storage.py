@@ -13,14 +13,8 @@ import yaml
 from pydantic import ValidationError
 
 from rocketcluster.api.broker_config import BrokerProcessConfig, s3_credential_env
-from rocketcluster.api.cluster import (
-    ManifestError,
-    RocketCluster,
-    TieredBackend,
-    TieredReadPolicy,
-    TieredStorageSpec,
-    load_manifest,
-)
+from rocketcluster.api.cluster import ManifestError, RocketCluster, load_manifest
+from rocketcluster.api.tiered_spec import TieredBackend, TieredReadPolicy, TieredStorageSpec
 
 from .test_crds import crd_problems
 

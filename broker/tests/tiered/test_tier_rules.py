@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketcluster.api.cluster import TieredReadPolicy as P
+from rocketcluster.api.tiered_spec import TieredReadPolicy as P
 from rocketcluster.broker.store import MessageToStore, record
 from rocketcluster.broker.tiered.cache import SegmentCache
 from rocketcluster.broker.tiered.catalog import QueueTier, parse_segment_name, segment_name

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketcluster.api.cluster import TieredReadPolicy, TieredStorageSpec
+from rocketcluster.api.tiered_spec import TieredReadPolicy, TieredStorageSpec
 from rocketcluster.broker.messaging import queries
 from rocketcluster.broker.store import MessageStore, MessageToStore
 from rocketcluster.broker.tiered.backend import BackendError, TierBackend

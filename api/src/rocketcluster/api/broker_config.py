@@ -12,14 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from rocketcluster.api.auth import AuthProcessConfig
-from rocketcluster.api.cluster import (
-    FlushPolicy,
-    ReplicationSpec,
-    TieredBackend,
-    TieredStorageSpec,
-)
+from rocketcluster.api.cluster import FlushPolicy, ReplicationSpec
 from rocketcluster.api.limits import ClientLimits
 from rocketcluster.api.stats import DEFAULT_STATS_INTERVAL_SECONDS
+from rocketcluster.api.tiered_spec import TieredBackend, TieredStorageSpec
 from rocketcluster.api.tls import TlsFiles
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 

@@ -45,7 +45,7 @@ from rocketcluster.broker.messaging.receipt import (
     ReceiptHandle,
     decode_handle,
 )
-from rocketcluster.broker.messaging.revive import RETRY_MS, ReviveIndex
+from rocketcluster.broker.messaging.revive_index import RETRY_MS, ReviveIndex
 from rocketcluster.broker.stats.reads import ReadRecorder
 from rocketcluster.broker.store import MessageStore, MessageToStore, StoredMessage
 from rocketcluster.broker.store.consumequeue import ConsumeQueue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocketcluster.api.cluster import TieredBackend, TieredStorageSpec
+from rocketcluster.api.tiered_spec import TieredBackend, TieredStorageSpec
 from rocketcluster.broker.tiered.backend import TierBackend
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rocketcluster.api.cluster import TieredReadPolicy
+from rocketcluster.api.tiered_spec import TieredReadPolicy
 
 
 def read_from_tier(

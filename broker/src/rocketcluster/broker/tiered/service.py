@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rocketcluster.api.cluster import TieredReadPolicy, TieredStorageSpec
 from rocketcluster.api.tasks import cancel_and_wait
+from rocketcluster.api.tiered_spec import TieredReadPolicy, TieredStorageSpec
 from rocketcluster.broker.store import MessageStore
 from rocketcluster.broker.store.consumequeue import ConsumeQueue
 from rocketcluster.broker.store.record import StoredMessage

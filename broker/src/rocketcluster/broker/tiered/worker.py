@@ -24,7 +24,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from rocketcluster.api.cluster import TieredStorageSpec
+from rocketcluster.api.tiered_spec import TieredStorageSpec
 from rocketcluster.broker.tiered.backend import ObjectExists, TierBackend
 from rocketcluster.broker.tiered.catalog import read_header
 from rocketcluster.broker.tiered.factory import backend_from_spec

@@ -16,9 +16,10 @@ from rocketcluster.api.broker_config import (
     HA_PORT,
     BrokerProcessConfig,
 )
-from rocketcluster.api.cluster import RocketCluster, TieredStorageSpec
+from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
 from rocketcluster.api.process_settings import broker_settings, controller_settings
+from rocketcluster.api.tiered_spec import TieredStorageSpec
 
 LOCAL_SEGMENT_SIZE = 64 << 20
 

@@ -28,8 +28,9 @@ from rocketcluster.api.broker_config import (
     HA_PORT,
     BrokerProcessConfig,
 )
-from rocketcluster.api.cluster import RocketCluster, TieredBackend, load_manifest
+from rocketcluster.api.cluster import RocketCluster, load_manifest
 from rocketcluster.api.controller_config import ControllerProcessConfig
+from rocketcluster.api.tiered_spec import TieredBackend
 from rocketcluster.api.tls import ClientTls, TlsFiles, admin_scheme, http_verify
 from rocketcluster.ctl.local.addresses import allocate
 from rocketcluster.ctl.local.auth import prepare_local_auth

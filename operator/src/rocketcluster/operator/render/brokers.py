@@ -18,8 +18,9 @@ from rocketcluster.api.broker_config import (
     BrokerProcessConfig,
     s3_credential_env,
 )
-from rocketcluster.api.cluster import RocketCluster, TieredBackend
+from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.process_settings import broker_settings
+from rocketcluster.api.tiered_spec import TieredBackend
 from rocketcluster.operator.render import auth, pods, tls
 from rocketcluster.operator.render.controllers import member_addresses
 from rocketcluster.operator.render.hashing import pod_hash

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocketcluster.api.cluster import TieredStorageSpec
+from rocketcluster.api.tiered_spec import TieredStorageSpec
 from rocketcluster.broker.store import FlushMode, MessageStore, MessageToStore, StoreConfig
 from rocketcluster.broker.tiered.backend import TierBackend
 from rocketcluster.broker.tiered.cache import SegmentCache
