@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -37,18 +38,27 @@ def local_tls(directory: Path) -> ClientTls | None:
     return LocalRuntime(directory).client_tls()
 
 
-def admins(directory: Path, given: str | None) -> tuple[list[str], ClientTls | None]:
-    """The controllers' admin addresses and the TLS to reach them with."""
-    return admin_addresses(directory, given), local_tls(directory)
+@dataclass(frozen=True)
+class Admins:
+    """The controllers' admin addresses and how to reach them: the local cluster's CA
+    (https under TLS) and its admin token (security.auth)."""
+
+    addresses: list[str]
+    tls: ClientTls | None
+    headers: dict[str, str]
 
 
-def call(addresses: list[str], tls: ClientTls | None, method: str, path: str, **kwargs: Any) -> Any:
+def admins(directory: Path, given: str | None) -> Admins:
+    return Admins(admin_addresses(directory, given), local_tls(directory), bearer(directory))
+
+
+def call(target: Admins, method: str, path: str, **kwargs: Any) -> Any:
     """Ask members in turn; follow a 421 (not the leader) to the leader's admin API."""
     errors = []
-    queue = list(addresses)
-    scheme = admin_scheme(tls)
-    with httpx.Client(timeout=10.0, verify=http_verify(tls)) as http:
-        for _ in range(len(addresses) + 3):
+    queue = list(target.addresses)
+    scheme = admin_scheme(target.tls)
+    with httpx.Client(timeout=10.0, verify=http_verify(target.tls), headers=target.headers) as http:
+        for _ in range(len(target.addresses) + 3):
             if not queue:
                 break
             address = queue.pop(0)
@@ -100,11 +110,10 @@ def controller() -> None:
 def status(directory: Path, controllers: str | None) -> None:
     """Each member's view: leader, term, commit index, log size."""
     views = []
-    for address in admin_addresses(directory, controllers):
+    target = admins(directory, controllers)
+    for address in target.addresses:
         try:
-            view = call(
-                [address], local_tls(directory), "GET", "/v1/cluster", headers=bearer(directory)
-            )
+            view = call(replace(target, addresses=[address]), "GET", "/v1/cluster")
             views.append({"admin": address, "raft": view["raft"], "leader": view["leader"]})
         except click.ClickException as exc:
             views.append({"admin": address, "error": exc.message})
@@ -117,7 +126,7 @@ def groups(directory: Path, controllers: str | None) -> None:
     """Broker groups: master, epochs, SyncStateSet, replicas."""
     click.echo(
         json.dumps(
-            call(*admins(directory, controllers), "GET", "/v1/groups", headers=bearer(directory)),
+            call(admins(directory, controllers), "GET", "/v1/groups"),
             indent=2,
         )
     )
@@ -134,13 +143,7 @@ def events(directory: Path, controllers: str | None, since: float, group: str | 
         params["group"] = group
     click.echo(
         json.dumps(
-            call(
-                *admins(directory, controllers),
-                "GET",
-                "/v1/events",
-                params=params,
-                headers=bearer(directory),
-            ),
+            call(admins(directory, controllers), "GET", "/v1/events", params=params),
             indent=2,
         )
     )
@@ -156,11 +159,10 @@ def elect(directory: Path, controllers: str | None, group: str, broker_id: int |
     click.echo(
         json.dumps(
             call(
-                *admins(directory, controllers),
+                admins(directory, controllers),
                 "POST",
                 f"/v1/groups/{quote(group, safe='')}/elect",
                 json=body,
-                headers=bearer(directory),
             ),
             indent=2,
         )
@@ -195,15 +197,13 @@ def catalogue_lines(c: dict[str, Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="print the catalogue as JSON")
 def catalogue(directory: Path, controllers: str | None, as_json: bool) -> None:
     """Topics, consumer groups and broker groups (endpoint, writable) the controllers keep."""
-    found = call(*admins(directory, controllers), "GET", "/v1/catalogue", headers=bearer(directory))
+    found = call(admins(directory, controllers), "GET", "/v1/catalogue")
     click.echo(json.dumps(found, indent=2) if as_json else "\n".join(catalogue_lines(found)))
 
 
 def _write(directory: Path, controllers: str | None, method: str, path: str, body: Any) -> None:
     """One write on the leader, its outcome in one line."""
-    answer = call(
-        *admins(directory, controllers), method, path, json=body, headers=bearer(directory)
-    )
+    answer = call(admins(directory, controllers), method, path, json=body)
     version = answer.get("version")
     click.echo(answer["message"] + ("" if version is None else f" (catalogue version {version})"))
 
