@@ -63,8 +63,9 @@ unit: setup debs
 # the images, docker-registry is the registry the image test pushes to; prometheus
 # brings promtool and the server the monitoring suite scrapes with; chromium is the
 # headless browser the health report is opened in (Playwright drives it: its own
-# browser download is not reachable).
-DEBS := buildah mmdebstrap docker-registry prometheus chromium
+# browser download is not reachable); nats-server is the JetStream R3 cluster
+# `rocketctl bench cpu` measures beside ours.
+DEBS := buildah mmdebstrap docker-registry prometheus chromium nats-server
 debs:
 	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -94,7 +95,8 @@ chaos-soak: setup chaos-deps
 	$(RUN) python -m rocketcluster.ctl.chaos.run --scenarios soak --seed $(SEED) \
 	  --duration $(DURATION) --out e2e/chaos/reports/soak-seed$(SEED)-$(DURATION)s
 
-bench: setup
+bench: setup debs
+	$(RUN) rocketctl bench cpu --out bench/results --profile
 	$(RUN) rocketctl bench store --out bench/results
 	$(RUN) rocketctl bench tier --out bench/results
 	$(RUN) rocketctl bench clients --out bench/results

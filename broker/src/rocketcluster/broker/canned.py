@@ -9,8 +9,9 @@ the broker's own work costs.
 Beside it, on the same port, the transport limit: a generic service with no protobuf at
 all (``Raw``, served without (de)serializers). ``Stream`` answers as many pre-built 1 KiB
 ``bytes`` messages as its request asks for (a 4-byte big-endian count); ``Batch`` takes
-any bytes and answers their length (4 bytes, big-endian). Nothing but yielding per
-message: what grpc.aio itself carries on this machine.
+any bytes and answers their length (4 bytes, big-endian); ``Fetch`` answers as many
+1 KiB messages as asked for in one ``bytes`` answer (a batched receive's shape).
+Nothing but yielding per message: what grpc.aio itself carries on this machine.
 
 ``python -m rocketcluster.broker.canned --host H --port P``
 """
@@ -35,6 +36,7 @@ BODY = b"x" * 1024
 RAW_SERVICE = "rocketcluster.bench.Raw"
 RAW_STREAM = f"/{RAW_SERVICE}/Stream"
 RAW_BATCH = f"/{RAW_SERVICE}/Batch"
+RAW_FETCH = f"/{RAW_SERVICE}/Fetch"
 
 
 class CannedServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
@@ -165,6 +167,10 @@ async def _raw_batch(request: bytes, context: Any) -> bytes:
     return len(request).to_bytes(4, "big")
 
 
+async def _raw_fetch(request: bytes, context: Any) -> bytes:
+    return BODY * int.from_bytes(request, "big")
+
+
 def raw_handler() -> grpc.GenericRpcHandler:
     """The transport limit: bytes in, bytes out, no (de)serializers."""
     return grpc.method_handlers_generic_handler(
@@ -172,6 +178,7 @@ def raw_handler() -> grpc.GenericRpcHandler:
         {
             "Stream": grpc.unary_stream_rpc_method_handler(_raw_stream),
             "Batch": grpc.unary_unary_rpc_method_handler(_raw_batch),
+            "Fetch": grpc.unary_unary_rpc_method_handler(_raw_fetch),
         },
     )
 

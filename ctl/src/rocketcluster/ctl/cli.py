@@ -12,6 +12,8 @@ import click
 
 from rocketcluster.ctl.bench.results import format_table, write_results
 
+CPU_CASES = ("ceilings", "standalone", "consume", "async3", "sync3", "nats")
+
 
 @click.group()
 def main() -> None:
@@ -199,6 +201,50 @@ def bench_replication(out_dir: Path, seconds: float, kills: int, work_dir: Path)
         f"max {fo['recovery_max_s']:.2f} s; acknowledged {fo['acknowledged']:,}, "
         f"lost {fo['lost']}, at two offsets {fo['delivered_at_two_offsets']}"
     )
+    click.echo(f"results: {path}")
+
+
+@bench.command("cpu")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option("--seconds", type=float, default=10.0, show_default=True, help="load per case")
+@click.option("--kills", type=int, default=5, show_default=True, help="failover kills (0: none)")
+@click.option("--profile", is_flag=True, help="py-spy flame graphs (sync3 and lean consume)")
+@click.option("--quick", is_flag=True, help="2 s per case, no profiles, no failover")
+@click.option("--cases", default=",".join(CPU_CASES), show_default=True, help="comma-separated")
+@click.option("--json", "as_json", is_flag=True, help="the JSON result on stdout")
+@click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/cpu"))
+def bench_cpu(
+    out_dir: Path,
+    seconds: float,
+    kills: int,
+    profile: bool,
+    quick: bool,
+    cases: str,
+    as_json: bool,
+    work_dir: Path,
+) -> None:
+    """CPU µs per message of every process role, ceilings, NATS R3, elections, failover."""
+    from rocketcluster.ctl.bench.cpu.report import lines
+    from rocketcluster.ctl.bench.cpu.suite import Options, run_cpu_bench
+    from rocketcluster.ctl.bench.results import stamp_now
+
+    chosen = tuple(c.strip() for c in cases.split(",") if c.strip())
+    unknown = [c for c in chosen if c not in CPU_CASES]
+    if unknown:
+        raise click.BadParameter(f"unknown {unknown}; choose from {', '.join(CPU_CASES)}")
+    stamp = stamp_now()
+    opts = Options(out_dir, work_dir.resolve(), stamp, seconds, 1.0, chosen, profile, kills)
+    if quick:
+        opts.seconds, opts.warmup, opts.profile, opts.kills = 2.0, 0.3, False, 0
+        opts.idle_seconds = 1.0
+    say = (lambda m: click.echo(m, err=True)) if as_json else click.echo
+    result = run_cpu_bench(opts, say=say)
+    path = write_results(out_dir, "cpu", result, stamp)
+    if as_json:
+        click.echo(json.dumps({"file": str(path), **json.loads(path.read_text())}, indent=2))
+        return
+    for line in lines(result):
+        click.echo(line)
     click.echo(f"results: {path}")
 
 

@@ -29,7 +29,7 @@ import grpc
 
 from rocketcluster.api.client.lean import CHANNEL_OPTIONS, LeanClient, OutgoingMessage
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.broker.canned import RAW_BATCH, RAW_STREAM
+from rocketcluster.broker.canned import RAW_BATCH, RAW_FETCH, RAW_STREAM
 from rocketcluster.ctl.local.addresses import allocate
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
@@ -123,12 +123,12 @@ async def lean_consume(endpoint: str, seconds: float, want: int | None) -> dict[
 # -- the official client -----------------------------------------------------------
 
 
-def official_produce(endpoint: str, seconds: float) -> dict[str, Any]:
+def official_produce(endpoint: str, seconds: float, topic: str = TOPIC) -> dict[str, Any]:
     from rocketmq.v5.client import ClientConfiguration, Credentials
     from rocketmq.v5.model import Message
     from rocketmq.v5.producer import Producer
 
-    producer = Producer(ClientConfiguration(endpoint, Credentials(), request_timeout=10), (TOPIC,))
+    producer = Producer(ClientConfiguration(endpoint, Credentials(), request_timeout=10), (topic,))
     producer.startup()
     slots = threading.Semaphore(OFFICIAL_INFLIGHT)
     lock = threading.Lock()
@@ -150,7 +150,7 @@ def official_produce(endpoint: str, seconds: float) -> dict[str, Any]:
         while time.perf_counter() < deadline:
             slots.acquire()
             msg = Message()
-            msg.topic = TOPIC
+            msg.topic = topic
             msg.body = BODY
             t0 = time.perf_counter()
             producer.send_async(msg).add_done_callback(lambda f, t0=t0: done(t0, f))
@@ -232,6 +232,8 @@ _SHAPES = {
     f"{LEAN_BATCH} x 1 KiB per request, a short answer",
     "raw_stream": f"like lean_consume: {LEAN_INFLIGHT // 2} calls in flight, "
     f"{LEAN_BATCH} x 1 KiB streamed per call",
+    "raw_fetch": f"like a batched receive: {LEAN_INFLIGHT // 2} unary calls in flight, "
+    f"{LEAN_BATCH} x 1 KiB in one answer",
 }
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -314,10 +316,26 @@ async def _raw_stream(channel: grpc.aio.Channel, deadline: float) -> tuple[int, 
     return await _drive(one, LEAN_INFLIGHT // 2, deadline)
 
 
+async def _raw_fetch(channel: grpc.aio.Channel, deadline: float) -> tuple[int, int, list[float]]:
+    call = channel.unary_unary(RAW_FETCH)
+    request = LEAN_BATCH.to_bytes(4, "big")
+    size = LEAN_BATCH * len(BODY)
+
+    async def one() -> int:
+        if len(await call(request)) != size:
+            raise ValueError("the raw Fetch answer does not carry the batch asked for")
+        return LEAN_BATCH
+
+    return await _drive(one, LEAN_INFLIGHT // 2, deadline)
+
+
+_RAW_CASES = {"raw_unary": _raw_unary, "raw_stream": _raw_stream, "raw_fetch": _raw_fetch}
+
+
 async def _limit_case(
     endpoint: str, seconds: float, case: str, server_pid: int | None
 ) -> dict[str, Any]:
-    run = _raw_unary if case == "raw_unary" else _raw_stream
+    run = _RAW_CASES[case]
     async with grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS) as channel:
         await channel.unary_unary(RAW_BATCH)(b"")  # connect outside the measurement
         with CpuUse(server_pid) as use:

@@ -20,9 +20,17 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def write_results(out_dir: Path, name: str, payload: dict[str, Any]) -> Path:
+def stamp_now() -> str:
+    return time.strftime("%Y%m%dT%H%M%S")
+
+
+def write_results(
+    out_dir: Path, name: str, payload: dict[str, Any], stamp: str | None = None
+) -> Path:
+    """``payload`` as ``out_dir/<name>-<stamp>.json`` (``stamp``: now unless given,
+    so files written beside it in the same run can share it)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%S")
+    stamp = stamp or stamp_now()
     path = out_dir / f"{name}-{stamp}.json"
     payload = {"benchmark": name, "time": stamp, "machine": machine_info(), **payload}
     path.write_text(json.dumps(payload, indent=2) + "\n")

@@ -1,0 +1,111 @@
+"""The goals' ratios and the readable lines of a ``bench cpu`` result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rocketcluster.ctl.bench.results import format_table
+
+GOALS = {
+    "sync3_over_single_produce": 0.8,
+    "lean_consume_over_raw_stream": 0.8,
+    "lean_consume_over_raw_fetch": 0.8,
+    "official_produce_over_empty_handler": 0.8,
+    "sync3_over_nats_r3": 1.0,
+}
+GOAL_US = {"master": 32.0, "slave": 8.0}
+
+
+def _rate(block: dict[str, Any] | None) -> float | None:
+    if not block or "msgs_per_s" not in block:
+        return None
+    return float(block["msgs_per_s"])
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
+def ratios(result: dict[str, Any]) -> dict[str, float | None]:
+    """The issue's goals as ratios of msgs/s (None where a side was not run)."""
+    cases, ceilings = result["cases"], result.get("ceilings", {})
+    sync3 = _rate(cases.get("sync3_lean_produce"))
+    consume = _rate(cases.get("lean_consume"))
+    return {
+        "sync3_over_single_produce": _ratio(sync3, _rate(cases.get("standalone_lean_produce"))),
+        "lean_consume_over_raw_stream": _ratio(consume, _rate(ceilings.get("raw_stream"))),
+        "lean_consume_over_raw_fetch": _ratio(consume, _rate(ceilings.get("raw_fetch"))),
+        "official_produce_over_empty_handler": _ratio(
+            _rate(cases.get("standalone_official_produce")),
+            _rate(ceilings.get("empty_handler_official_produce")),
+        ),
+        "sync3_over_nats_r3": _ratio(sync3, _rate(result.get("nats_r3"))),
+    }
+
+
+def _row(name: str, block: dict[str, Any]) -> dict[str, Any]:
+    us = block.get("cpu_us_per_msg", {})
+    row: dict[str, Any] = {
+        "case": name,
+        "msgs_per_s": block["msgs_per_s"],
+        "p50_ms": block["p50_ms"],
+        "p99_ms": block["p99_ms"],
+    }
+    for role in ("master", "slave-1", "slave-2", "proxy", "server", "client"):
+        if role in us:
+            row[role] = us[role]
+    ctl = [v for r, v in us.items() if r.startswith("controller-")]
+    if ctl:
+        row["controllers"] = sum(ctl)
+    nats = [v for r, v in us.items() if r.startswith("nats-")]
+    if nats:
+        row["nats_nodes"] = " / ".join(f"{v:.1f}" for v in nats)
+    row["total"] = block.get("cpu_us_per_msg_total", 0.0)
+    return row
+
+
+COLUMNS = ["case", "msgs_per_s", "p50_ms", "p99_ms", "master", "slave-1", "slave-2"]
+COLUMNS += ["controllers", "proxy", "server", "nats_nodes", "client", "total"]
+
+
+def lines(result: dict[str, Any]) -> list[str]:
+    """A table (CPU µs per message per role) and one line per goal."""
+    rows = [_row(f"ceiling {k}", v) for k, v in result.get("ceilings", {}).items()]
+    rows += [_row(k, v) for k, v in result["cases"].items()]
+    nats = result.get("nats_r3", {})
+    if "msgs_per_s" in nats:
+        rows.append(_row("nats_r3_publish", nats))
+    out = ["CPU µs per message, by process role", format_table(rows, COLUMNS)]
+    if "skipped" in nats:
+        out.append(f"NATS JetStream R3 skipped: {nats['skipped']}")
+    for name, value in result["ratios"].items():
+        if value is not None:
+            out.append(f"{name:<38} {value:5.2f}  (goal >= {GOALS[name]:.1f})")
+    sync3 = result["cases"].get("sync3_lean_produce")
+    if sync3:
+        us = sync3["cpu_us_per_msg"]
+        slaves = [v for r, v in us.items() if r.startswith("slave-")]
+        per_slave = " / ".join(f"{v:.1f}" for v in slaves)
+        out.append(
+            f"sync3 lean: master {us.get('master', 0):.1f} µs/msg "
+            f"(goal <= {GOAL_US['master']:.0f}), slaves {per_slave} µs/msg "
+            f"(goal <= {GOAL_US['slave']:.0f})"
+        )
+        net = sync3.get("cpu_us_per_msg_net_of_idle")
+        if net:
+            ctl = sum(v for r, v in net.items() if r.startswith("controller"))
+            rest = ", ".join(f"{r} {v:.1f}" for r, v in net.items() if "controller" not in r)
+            out.append(f"  net of idle burn: {rest}; controllers {ctl:.1f}")
+    out.append(f"elections during load: {result['elections_during_load']} (must be 0)")
+    fo = result.get("failover")
+    if fo:
+        out.append(
+            f"failover over {fo['kills']} master kills: recovery p50 {fo['recovery_p50_s']:.2f} s, "
+            f"max {fo['recovery_max_s']:.2f} s (goal p50 <= 0.5, max <= 1); lost {fo['lost']}"
+        )
+    for case, prof in result.get("profiles", {}).items():
+        for role, path in prof["files"].items():
+            out.append(f"flame graph {case} {role}: {path}")
+        for role, why in prof["problems"].items():
+            out.append(f"no flame graph {case} {role}: {why}")
+    return out
