@@ -115,7 +115,7 @@ def _standalone(opts: Options, profiles: dict[str, Any], idles: dict[str, Any]) 
             if "standalone" not in opts.cases:  # a backlog to consume
                 _run_on_cluster(cluster, "lean_produce", endpoint, BENCH_TOPIC, opts)
             out["lean_consume"] = _run_on_cluster(
-                cluster, "lean_consume", endpoint, BENCH_TOPIC, opts
+                cluster, "lean_consume", endpoint, BENCH_TOPIC, opts, idle=idle
             )
             if opts.profile:
                 _run_on_cluster(cluster, "lean_produce", endpoint, BENCH_TOPIC, opts)  # refill
