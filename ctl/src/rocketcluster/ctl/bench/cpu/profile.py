@@ -3,7 +3,13 @@
 py-spy attaches with ptrace (it works as root here); when it cannot, the case goes on
 and the output says why for that role instead of a file. Profiles come from their
 own pass of a case, never from the pass whose CPU figures are reported: sampling
-pauses the process and would add to its CPU."""
+pauses the process and would add to its CPU.
+
+``gil`` (the default) samples only the thread holding the GIL: in these processes
+that is the Python CPU, and it keeps out threads that are merely runnable — on a
+loaded machine a thread woken from ``Condition.wait`` waits for a core long enough
+for py-spy to count its wait as work. Native time without the GIL (gRPC core, the
+kernel's side of syscalls) is what it leaves out; ``gil=False`` shows all threads."""
 
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ class Profiler:
     stamp: str
     roles: tuple[str, ...]
     prefix: str = "flame"
+    gil: bool = True
     files: dict[str, str] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
     _running: dict[str, tuple[subprocess.Popen[str], Path]] = field(default_factory=dict)
@@ -53,6 +60,7 @@ class Profiler:
             path = self.out_dir / f"{self.prefix}-{self.case}-{role}-{self.stamp}.svg"
             argv = [binary, "record", "--pid", str(pids[role]), "-o", str(path)]
             argv += ["--format", "flamegraph", "--duration", "600"]
+            argv += ["--gil"] if self.gil else []
             proc = subprocess.Popen(
                 argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
             )
