@@ -13,6 +13,11 @@ from typing import Any
 
 import pytest
 
+# The fixture runs the whole quick bench (two clusters up and down): about a minute on
+# a quiet machine, several on one loaded by other work; the subprocess timeout is
+# inside this one.
+pytestmark = pytest.mark.timeout(600)
+
 ROLES = {
     "standalone": {"master", "client"},
     "sync3": {"master", "slave-1", "slave-2", "controller-1", "controller-2", "controller-3"}
