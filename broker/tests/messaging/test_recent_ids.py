@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from rocketcluster.broker.messaging.recent import Landed, RecentIds
-from rocketcluster.broker.store.record import DispatchRequest
+from rocketcluster.broker.store.dispatch_batch import LandedRun
 
 
-def batch(first: int, count: int, topic: str = "t") -> list[DispatchRequest]:
-    return [
-        DispatchRequest(topic, i % 4, i, i * 100, 100, 0, f"ID{i}", ())
-        for i in range(first, first + count)
-    ]
+def batch(first: int, count: int, topic: str = "t") -> list[LandedRun]:
+    """Records ``first`` .. ``first + count - 1``, message i at queue i % 4, offset i
+    (one run per record: each follows its queue's previous one)."""
+    return [LandedRun(topic, i % 4, i, [f"ID{i}"]) for i in range(first, first + count)]
 
 
 def test_the_newest_capacity_are_always_remembered() -> None:
@@ -27,5 +26,5 @@ def test_the_newest_capacity_are_always_remembered() -> None:
 
 def test_records_without_an_id_are_not_kept() -> None:
     recent = RecentIds(capacity=10)
-    recent.record([DispatchRequest("t", 0, 0, 0, 100, 0, "", ())])
+    recent.record([LandedRun("t", 0, 0, [""])])
     assert len(recent) == 0

@@ -9,9 +9,10 @@ Fed from dispatch, so a slave that becomes master knows what its old master stor
 
 from __future__ import annotations
 
+from itertools import count, repeat
 from typing import NamedTuple
 
-from rocketcluster.broker.store.record import DispatchRequest
+from rocketcluster.broker.store.dispatch_batch import LandedRun
 
 DEFAULT_CAPACITY = 200_000
 
@@ -29,21 +30,27 @@ class RecentIds:
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
-        self._new: dict[tuple[str, str], Landed] = {}
-        self._old: dict[tuple[str, str], Landed] = {}
+        # (topic, message id) -> (queue id, queue offset): plain tuples, made in C.
+        self._new: dict[tuple[str, str], tuple[int, int]] = {}
+        self._old: dict[tuple[str, str], tuple[int, int]] = {}
         self.duplicates = 0
 
-    def record(self, batch: list[DispatchRequest]) -> None:
+    def record(self, runs: list[LandedRun]) -> None:
+        """Remember dispatched records: per queue run, ``msg_ids[k]`` landed at
+        ``first_offset + k``. Filled with one ``dict.update`` per run (no Python-level
+        step per record); records without an id land under "" and are dropped."""
         ids = self._new
-        for req in batch:
-            if req.msg_id:
-                ids[(req.topic, req.msg_id)] = Landed(req.queue_id, req.queue_offset)
+        for topic, queue_id, first, msg_ids in runs:
+            landed = zip(repeat(queue_id), count(first))  # endless: msg_ids bounds it
+            ids.update(zip(zip(repeat(topic), msg_ids), landed, strict=False))
+            ids.pop((topic, ""), None)
         if len(ids) >= self.capacity:
             self._old, self._new = ids, {}
 
     def get(self, topic: str, msg_id: str) -> Landed | None:
         key = (topic, msg_id)
-        return self._new.get(key) or self._old.get(key)
+        found = self._new.get(key) or self._old.get(key)
+        return None if found is None else Landed._make(found)
 
     def __len__(self) -> int:
         return len(self._new) + len(self._old)

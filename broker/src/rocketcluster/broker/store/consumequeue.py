@@ -212,6 +212,28 @@ class ConsumeQueue:
         self.max_index = index + 1
         self.min_index = min(self.min_index, index)
 
+    def put_units(self, index: int, units: list[bytes]) -> None:
+        """Put consecutive entries from ``index``, each already packed (``CQ_UNIT``):
+        one write when they are the next ones and fit the current file, else one
+        ``put`` each (a new file, a replay after recovery, a queue starting late)."""
+        last = self._files[-1] if self._files else None
+        count = len(units)
+        if (
+            index == self.max_index
+            and last is not None
+            and last.start_index <= index
+            and index + count <= last.end_index
+        ):
+            base = (index - last.start_index) * CQ_UNIT_SIZE
+            last.mm[base : base + count * CQ_UNIT_SIZE] = (
+                units[0] if count == 1 else b"".join(units)
+            )
+            last.dirty = True
+            self.max_index = index + count
+            return
+        for k, unit in enumerate(units):
+            self.put(index + k, *CQ_UNIT.unpack(unit))
+
     # -- reading -------------------------------------------------------------
 
     def get(self, index: int) -> CqEntry | None:

@@ -15,8 +15,9 @@ from pathlib import Path
 from rocketcluster.api.names import path_component_problem, topic_name_problem
 from rocketcluster.broker.store.commitlog import AppendedRecord
 from rocketcluster.broker.store.consumequeue import ConsumeQueue
+from rocketcluster.broker.store.dispatch_batch import DispatchBatch, IndexColumns, LandedRun
 from rocketcluster.broker.store.errors import InvalidNameError
-from rocketcluster.broker.store.index import IndexRequest, IndexService
+from rocketcluster.broker.store.index import IndexService
 from rocketcluster.broker.store.record import DispatchRequest, MessageToStore
 
 log = logging.getLogger(__name__)
@@ -91,8 +92,9 @@ class ConsumeQueueTable:
 class Dispatcher:
     """Holds appended-but-not-dispatched records and dispatches them in order.
 
-    Pending work is kept per appended batch (the messages and where they landed), so
-    the write path creates no per-record objects for dispatch.
+    Pending work is kept per appended batch (or replicated frame) as a
+    ``DispatchBatch``: columns and one run of packed consume-queue entries per queue,
+    so dispatch costs a join and a write per queue per batch, not a call per record.
     """
 
     def __init__(
@@ -105,25 +107,22 @@ class Dispatcher:
         self._queues = queues
         self._index = index
         self._on_dispatched = on_dispatched
-        # Called with every dispatched batch of records (the send path's recent ids).
-        self.record_listeners: list[Callable[[list[DispatchRequest]], None]] = []
-        self._pending: collections.deque[PendingBatch] = collections.deque()
+        # Called with the runs of every dispatched batch (the send path's recent ids).
+        self.record_listeners: list[Callable[[list[LandedRun]], None]] = []
+        self._pending: collections.deque[DispatchBatch] = collections.deque()
         self._pending_records = 0
         # Every record ending at or below this offset is dispatched.
         self.dispatched_offset = start
         self.stalled: BaseException | None = None
 
     def add_batch(self, msgs: Sequence[MessageToStore], records: list[AppendedRecord]) -> None:
-        self._pending.append(PendingBatch(msgs, records, 0))
-        self._pending_records += len(records)
+        self.add_scanned(DispatchBatch.of_appended(msgs, records))
 
-    def add(self, request: DispatchRequest) -> None:
-        """Queue one record known only by its dispatch request (replication)."""
-        self.add_requests([request])
-
-    def add_requests(self, requests: list[DispatchRequest]) -> None:
-        self._pending.append(PendingBatch(None, requests, 0))
-        self._pending_records += len(requests)
+    def add_scanned(self, batch: DispatchBatch) -> None:
+        """Queue the records of a batch built by the record scan (replication)."""
+        if len(batch):
+            self._pending.append(batch)
+            self._pending_records += len(batch)
 
     @property
     def pending(self) -> int:
@@ -132,22 +131,18 @@ class Dispatcher:
     def pending_requests(self) -> list[DispatchRequest]:
         out: list[DispatchRequest] = []
         for batch in self._pending:
-            out.extend(batch.requests(batch.done, len(batch.records)))
+            out.extend(batch.requests(batch.done, len(batch)))
         return out
 
     def drop_from(self, physical_offset: int) -> None:
         """Forget pending records at or after ``physical_offset`` (a truncated tail)."""
-        kept: collections.deque[PendingBatch] = collections.deque()
+        kept: collections.deque[DispatchBatch] = collections.deque()
         count = 0
         for batch in self._pending:
-            records = batch.records
-            stop = batch.done
-            while stop < len(records) and records[stop].physical_offset < physical_offset:
-                stop += 1
-            if stop > batch.done:
-                msgs = None if batch.msgs is None else batch.msgs[:stop]
-                kept.append(PendingBatch(msgs, records[:stop], batch.done))
-                count += stop - batch.done
+            keep = batch.cut(physical_offset)
+            if keep > batch.done:
+                kept.append(batch)
+                count += keep - batch.done
         self._pending = kept
         self._pending_records = count
         self.dispatched_offset = min(self.dispatched_offset, physical_offset)
@@ -159,89 +154,58 @@ class Dispatcher:
         pending and are retried: consume-queue puts are idempotent. Index entries go to
         the index's own writer thread, which retries by itself.
         """
-        requests: list[DispatchRequest] = []
-        taken: list[tuple[PendingBatch, int]] = []
+        taken: list[tuple[DispatchBatch, int, list[int]]] = []
         for batch in self._pending:
-            records = batch.records
-            start = batch.done
-            stop = start
-            while (
-                stop < len(records) and records[stop].physical_offset + records[stop].size <= limit
-            ):
-                stop += 1
-            if stop > start:
-                requests.extend(batch.requests(start, stop))
-                taken.append((batch, stop))
-            if stop < len(records):
+            stop = batch.stop_at(limit)
+            if stop > batch.done:
+                taken.append((batch, stop, batch.run_counts(stop)))
+            if stop < len(batch):
                 break
-        if not requests:
+        if not taken:
             return 0
         try:
-            self.apply(requests)
+            self.apply(taken)
         except Exception as exc:
             if self.stalled is None:
-                log.error("dispatch stalled at %d: %s", requests[0].physical_offset, exc)
+                first = taken[0][0]
+                log.error("dispatch stalled at %d: %s", first.phys[first.done], exc)
             self.stalled = exc
             return 0
         self.stalled = None
-        for batch, stop in taken:
+        count = 0
+        for batch, stop, counts in taken:
+            count += stop - batch.done
             batch.done = stop
-        while self._pending and self._pending[0].done == len(self._pending[0].records):
+            for run, done in zip(batch.runs, counts, strict=True):
+                run.done = done
+        while self._pending and self._pending[0].done == len(self._pending[0]):
             self._pending.popleft()
-        self._pending_records -= len(requests)
-        last = requests[-1]
-        self.dispatched_offset = last.physical_offset + last.size
-        return len(requests)
+        self._pending_records -= count
+        last_batch, last_stop, _ = taken[-1]
+        self.dispatched_offset = last_batch.ends[last_stop - 1]
+        return count
 
-    def apply(self, batch: list[DispatchRequest]) -> None:
+    def apply(self, taken: list[tuple[DispatchBatch, int, list[int]]]) -> None:
+        """Write records ``[batch.done, stop)`` of each batch: each run's new entries
+        with one consume-queue write, the index columns to the index writer."""
         queues = self._queues
-        current_key: tuple[str, int] | None = None
-        cq: ConsumeQueue | None = None
-        index_requests: list[IndexRequest] = []
-        for req in batch:
-            key = (req.topic, req.queue_id)
-            if key != current_key or cq is None:
-                cq = queues.get_or_create(req.topic, req.queue_id)
-                current_key = key
-            cq.put(req.queue_offset, req.physical_offset, req.size, req.tags_code)
-            if req.msg_id or req.keys:
-                index_requests.append(
-                    IndexRequest(req.topic, req.physical_offset, req.size, req.msg_id, req.keys)
-                )
-        last = batch[-1]
-        self._index.submit(index_requests, last.physical_offset + last.size)
+        landed: list[LandedRun] = []
+        topics: set[str] = set()
+        columns: list[IndexColumns] = []
+        for batch, stop, counts in taken:
+            for run, count in zip(batch.runs, counts, strict=True):
+                done = run.done
+                if count > done:
+                    cq = queues.get_or_create(run.topic, run.queue_id)
+                    units = run.units if done == 0 and count == len(run.units) else None
+                    cq.put_units(run.first_offset + done, units or run.units[done:count])
+                    ids = run.ids if units is not None else run.ids[done:count]
+                    landed.append(LandedRun(run.topic, run.queue_id, run.first_offset + done, ids))
+                    topics.add(run.topic)
+            columns.append(batch.index_columns(batch.done, stop))
+        last_batch, last_stop, _ = taken[-1]
+        self._index.submit(columns, last_batch.ends[last_stop - 1])
         for listener in self.record_listeners:
-            listener(batch)
+            listener(landed)
         if self._on_dispatched is not None:
-            self._on_dispatched({req.topic for req in batch})
-
-
-class PendingBatch:
-    """Records of one append waiting for dispatch; ``done`` of them already are."""
-
-    __slots__ = ("done", "msgs", "records")
-
-    def __init__(
-        self,
-        msgs: Sequence[MessageToStore] | None,
-        records: Sequence[AppendedRecord] | Sequence[DispatchRequest],
-        done: int,
-    ) -> None:
-        self.msgs = msgs
-        self.records = records
-        self.done = done
-
-    def requests(self, start: int, stop: int) -> list[DispatchRequest]:
-        if self.msgs is None:
-            return list(self.records[start:stop])  # type: ignore[arg-type]
-        msgs = self.msgs
-        out = []
-        for k in range(start, stop):
-            msg = msgs[k]
-            phys, qoff, size = self.records[k]  # type: ignore[misc]
-            out.append(
-                DispatchRequest(
-                    msg.topic, msg.queue_id, qoff, phys, size, msg.tags_code, msg.msg_id, msg.keys
-                )
-            )
-        return out
+            self._on_dispatched(topics)

@@ -24,7 +24,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -33,6 +33,7 @@ import lmdb
 if TYPE_CHECKING:
     from lmdb import _Database
 
+from rocketcluster.broker.store.dispatch_batch import IndexColumns
 from rocketcluster.broker.store.errors import DiskFullError, StoreError
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,10 @@ def name_hash(name: bytes) -> int:
     return (zlib.crc32(name) << 32) | zlib.adler32(name)
 
 
+def _count(columns: list[IndexColumns]) -> int:
+    return sum(len(c.phys) for c in columns)
+
+
 def _table_name(base: int) -> bytes:
     return b"t%020d" % base
 
@@ -92,7 +97,7 @@ class IndexService:
         if self._tables:
             with self._env.begin() as txn:
                 self._current_count = txn.stat(self._tables[-1][1])["entries"]
-        self._queue: collections.deque[tuple[list[IndexRequest], int]] = collections.deque()
+        self._queue: collections.deque[tuple[list[IndexColumns], int]] = collections.deque()
         self._queued = 0  # requests in _queue
         self._urgent = False  # somebody waits for the newest entries
         self._cond = threading.Condition()
@@ -109,11 +114,12 @@ class IndexService:
         self._thread = threading.Thread(target=self._run, name="index-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, requests: list[IndexRequest], end_offset: int) -> None:
-        """Queue records for the writer thread (the caller's thread never blocks)."""
+    def submit(self, columns: list[IndexColumns], end_offset: int) -> None:
+        """Queue dispatched records for the writer thread (the caller's thread never
+        blocks); everything below ``end_offset`` is then indexed."""
         with self._cond:
-            self._queue.append((requests, end_offset))
-            self._queued += len(requests)
+            self._queue.append((columns, end_offset))
+            self._queued += _count(columns)
             # Wake the thread to start gathering, or when enough is gathered; not for
             # every batch in between (see COALESCE_S).
             if len(self._queue) == 1 or self._queued >= COALESCE_REQUESTS:
@@ -136,12 +142,11 @@ class IndexService:
                 work = list(self._queue)
                 if not work:  # stop(drain=False) emptied the queue meanwhile
                     continue
-            requests = [r for batch, _ in work for r in batch]
             try:
-                self.add(requests)
+                self.add_columns([c for batch, _ in work for c in batch])
             except Exception as exc:  # a full disk: keep the work, retry in a second
                 if self.failure is None:
-                    log.error("index writes failing, retrying: %s", exc)
+                    log.error("index writes failing, retrying: %s", exc, exc_info=True)
                 self.failure = exc
                 if self._stopping:
                     return
@@ -151,7 +156,7 @@ class IndexService:
             with self._cond:
                 # stop(drain=False) may have emptied the queue meanwhile.
                 for _ in range(min(len(work), len(self._queue))):
-                    self._queued -= len(self._queue.popleft()[0])
+                    self._queued -= _count(self._queue.popleft()[0])
                 self.indexed_offset = max(self.indexed_offset, work[-1][1])
                 self._cond.notify_all()
 
@@ -183,11 +188,14 @@ class IndexService:
             self._thread = None
 
     def add(self, requests: Iterable[IndexRequest]) -> None:
-        """Index a batch of dispatched records in one write transaction."""
+        """Index a batch of records (recovery) in one write transaction."""
+        self._write(lambda txn: self._add(txn, requests))
+
+    def _write(self, fill: Callable[[lmdb.Transaction], None]) -> None:
         try:
             txn = self._env.begin(write=True)
             try:
-                self._add(txn, requests)
+                fill(txn)
             except BaseException:
                 txn.abort()
                 raise
@@ -198,6 +206,47 @@ class IndexService:
             if "No space left" in str(exc):
                 raise DiskFullError(str(self.directory), 0) from exc
             raise StoreError(f"index write failed: {exc}") from exc
+
+    def add_columns(self, columns: list[IndexColumns]) -> None:
+        """Index dispatched records, given as columns, in one write transaction."""
+        self._write(lambda txn: self._add_columns(txn, columns))
+
+    def _add_columns(self, txn: lmdb.Transaction, columns: list[IndexColumns]) -> None:
+        """Message ids first, column by column (a new table starts at the record that
+        overflows the current one); the few keyed records go to the newest table after
+        them: an entry may sit in a newer table than its offset says (dropped later,
+        harmless), never in an older one (dropped too early)."""
+        db = self._tables[-1][1] if self._tables else None
+        count = self._current_count
+        per_table = self.entries_per_table
+        pack = _KEY.pack
+        size_pack = _SIZE.pack
+        items: list[tuple[bytes, bytes]] = []
+        append = items.append
+        for col in columns:
+            for phys, size, msg_id in zip(col.phys, col.sizes, col.ids, strict=True):
+                if not msg_id:
+                    continue
+                if db is None or count >= per_table:
+                    self._put_sorted(txn, db, items)
+                    items = []
+                    append = items.append
+                    db = self._new_table(txn, phys)
+                    count = 0
+                name = KIND_ID + msg_id.encode()
+                append((pack((zlib.crc32(name) << 32) | zlib.adler32(name), phys), size_pack(size)))
+                count += 1
+        for col in columns:
+            for topic, phys, size, keys in col.keyed:
+                if db is None:
+                    db = self._new_table(txn, phys)
+                    count = 0
+                prefix = KIND_KEY + topic.encode() + b"\x00"
+                for key in keys:
+                    items.append((pack(name_hash(prefix + key.encode()), phys), size_pack(size)))
+                count += len(keys)
+        self._put_sorted(txn, db, items)
+        self._current_count = count
 
     def _add(self, txn: lmdb.Transaction, requests: Iterable[IndexRequest]) -> None:
         db = self._tables[-1][1] if self._tables else None

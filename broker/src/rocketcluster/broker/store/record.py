@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Final, NamedTuple
 
+from rocketcluster.broker.store.crc import crc32 as fast_crc32
+
 MESSAGE_MAGIC: Final = 0xDAA320A7
 BLANK_MAGIC: Final = 0xCBD43194
 HEADER: Final = struct.Struct(">IIIIIIQQQQQHHII")
@@ -301,9 +303,9 @@ def check_record(
     if phys != physical_offset:
         return RecordCheck(None, 0, f"physical offset {phys} at position {physical_offset}")
     meta_end = pos + HEADER_SIZE + tl + pl
-    if zlib.crc32(view[pos + CRC_COVERED_FROM : meta_end]) != record_crc:
+    if fast_crc32(view[pos + CRC_COVERED_FROM : meta_end]) != record_crc:
         return RecordCheck(None, 0, "header CRC mismatch")
-    if zlib.crc32(view[meta_end : pos + total]) != body_crc:
+    if fast_crc32(view[meta_end : pos + total]) != body_crc:
         return RecordCheck(None, 0, "body CRC mismatch")
     return RecordCheck(RecordKind.MESSAGE, total)
 

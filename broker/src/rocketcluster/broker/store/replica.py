@@ -12,46 +12,21 @@ from __future__ import annotations
 
 import shutil
 
-from rocketcluster.api.names import topic_name_problem
-from rocketcluster.broker.store import record
-from rocketcluster.broker.store.errors import CorruptRecordError, StoreError
+from rocketcluster.broker.store.errors import StoreError
 from rocketcluster.broker.store.message_store import MessageStore
 from rocketcluster.broker.store.record import DispatchRequest
+from rocketcluster.broker.store.record_scan import scan_batch
 
 
 def scan_records(data: bytes, offset: int, segment_size: int) -> list[DispatchRequest]:
-    """Check every record in ``data`` (copied from ``offset``) and describe the messages.
+    """Check every record in ``data`` (copied from ``offset``) and describe the messages
+    one by one (tests and tools; replication keeps the columns ``scan_batch`` makes).
 
     Raises CorruptRecordError when a record fails its checks or ``data`` ends inside
     one: replication sends whole records only.
     """
-    view = memoryview(data)
-    pos = 0
-    out: list[DispatchRequest] = []
-    topics: set[str] = set()  # checked once per batch: records of a topic come in runs
-    while pos < len(data):
-        absolute = offset + pos
-        space_left = segment_size - absolute % segment_size
-        check = record.check_record(view, pos, absolute, space_left)
-        if check.kind == record.RecordKind.BLANK:
-            if pos + check.size > len(data):
-                raise CorruptRecordError(absolute, "blank record cut short")
-            pos += check.size
-            continue
-        if check.kind is None:
-            raise CorruptRecordError(absolute, check.reason)
-        try:
-            summary = record.summarize(view, pos)
-        except ValueError as exc:  # CRC-valid, yet not text where text belongs
-            raise CorruptRecordError(absolute, f"undecodable record: {exc}") from exc
-        if summary.topic not in topics:
-            problem = topic_name_problem(summary.topic)
-            if problem:
-                raise CorruptRecordError(absolute, f"topic {summary.topic[:200]!r}: {problem}")
-            topics.add(summary.topic)
-        out.append(summary)
-        pos += check.size
-    return out
+    batch = scan_batch(data, offset, segment_size)
+    return batch.requests(0, len(batch))
 
 
 def append_replicated(store: MessageStore, offset: int, data: bytes) -> int:
@@ -59,15 +34,14 @@ def append_replicated(store: MessageStore, offset: int, data: bytes) -> int:
     clog = store.commitlog
     if offset != clog.write_offset:
         raise StoreError(f"replicated data at {offset}, but this log ends at {clog.write_offset}")
-    requests = scan_records(data, offset, clog.segment_size)
+    batch = scan_batch(data, offset, clog.segment_size)
     clog.append_raw(offset, data)
     offsets = clog.queue_offsets
-    for req in requests:
-        key = (req.topic, req.queue_id)
-        if offsets.get(key, 0) <= req.queue_offset:
-            offsets[key] = req.queue_offset + 1
-    if requests:
-        store.dispatcher.add_requests(requests)
+    for run in batch.runs:
+        key = (run.topic, run.queue_id)
+        if offsets.get(key, 0) < run.end_offset:
+            offsets[key] = run.end_offset
+    store.dispatcher.add_scanned(batch)
     store.flush_service.written()
     store.retry_stalled_dispatch()
     return clog.write_offset
