@@ -343,7 +343,7 @@ class HAMaster:
             position,
             reply.truncate_to,
         )
-        last_meta = 0.0
+        last_meta = last_beat = 0.0
         try:
             while self.active and not acks.done() and slave.stream == stream:
                 clog = self.store.commitlog
@@ -362,6 +362,7 @@ class HAMaster:
                     )
                     position += len(data)
                     self.replicated_bytes += len(data)
+                    last_beat = time.monotonic()  # a frame carries the confirm offset too
                     continue
                 now = time.monotonic()
                 if now - last_meta >= 1.0:
@@ -370,10 +371,14 @@ class HAMaster:
                         metadata=hpb.Metadata(json=json.dumps(self._metadata()))
                     )
                 self._data_ready.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(IDLE_HEARTBEAT_S):
-                        await self._data_ready.wait()
-                if position >= self.store.commitlog.committed_offset:
+                # Woken by a write, a handover, a demotion or the upkeep tick (every
+                # UPKEEP_S): no timeout of its own, which cost a timer per frame.
+                await self._data_ready.wait()
+                if (
+                    position >= self.store.commitlog.committed_offset
+                    and time.monotonic() - last_beat >= IDLE_HEARTBEAT_S
+                ):
+                    last_beat = time.monotonic()
                     yield hpb.MasterMessage(
                         heartbeat=hpb.Heartbeat(
                             confirm_offset=self.confirm_offset(),
@@ -457,6 +462,7 @@ class HAMaster:
     async def _upkeep_loop(self) -> None:
         while True:
             await asyncio.sleep(UPKEEP_S)
+            self._data_ready.set()  # idle streams: a heartbeat when one is due
             if not self.active or self.view is None or self._pending_set is not None:
                 continue
             try:
