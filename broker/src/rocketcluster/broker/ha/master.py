@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ from rocketcluster.broker.ha.epoch import (
     next_boundary,
 )
 from rocketcluster.broker.ha.protocol import handshake_reply
-from rocketcluster.broker.store import MessageStore, PutStatus, record
+from rocketcluster.broker.store import MessageStore, PutStatus
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,18 @@ IDLE_HEARTBEAT_S = 0.5
 UPKEEP_S = 0.2
 
 AlterSet = Callable[[list[int], int, int, int], Awaitable[tuple[bool, dict[str, Any] | None]]]
+
+
+def whole_records(data: bytes) -> int:
+    """How many leading bytes of ``data`` are whole records (by their size fields)."""
+    pos = 0
+    size = len(data)
+    while pos + 4 <= size:
+        total = int.from_bytes(data[pos : pos + 4], "big")
+        if total <= 0 or pos + total > size:
+            break
+        pos += total
+    return pos
 
 
 @dataclass
@@ -93,7 +106,10 @@ class HAMaster:
         self.view: GroupView | None = None
         self.active = False
         self._pending_set: set[int] | None = None
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # Writes waiting for acks, oldest first: (end offset, woken with the outcome,
+        # deadline). One timer, for the oldest deadline, times them all out.
+        self._waiters: deque[tuple[int, asyncio.Future[PutStatus | None], float]] = deque()
+        self._expiry: asyncio.TimerHandle | None = None
         self._data_ready = asyncio.Event()
         self._upkeep: asyncio.Task[None] | None = None
         self.replicated_bytes = 0
@@ -129,10 +145,13 @@ class HAMaster:
     def deactivate(self) -> None:
         self.active = False
         self.view = None
-        for _, fut in self._waiters:
+        for _, fut, _ in self._waiters:
             if not fut.done():
                 fut.set_result(None)  # woken to find the broker demoted
         self._waiters.clear()
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         self._wake_ack_watch()
         self._data_ready.set()
 
@@ -175,21 +194,28 @@ class HAMaster:
         return self._confirm
 
     def _recompute(self) -> None:
+        """Raise the confirm offset and wake the writes enough replicas now hold. Runs
+        per ack, per append and per waiting write — never per message."""
         if not self.active:
             return
-        self.store.set_confirm_offset(self.confirm_offset())
-        acked = sorted((self._acked(b) for b in self.in_sync()), reverse=True)
-        need = self.needed_acks()
+        members = self.in_sync()
+        acked = [self._acked(b) for b in members]
+        computed = min(acked)
+        self._confirm = max(self._confirm, computed)
+        self.store.set_confirm_offset(self._confirm)
+        waiters = self._waiters
+        if not waiters:
+            return
+        need = len(members)
+        if not self.replication.all_ack_in_sync_state_set:
+            need = min(self.replication.in_sync_replicas, need)
+        acked.sort(reverse=True)
         reached = acked[need - 1] if len(acked) >= need else 0
-        still = []
-        for end, fut in self._waiters:
-            if fut.done():
-                continue
-            if end <= reached:
-                fut.set_result(None)
-            else:
-                still.append((end, fut))
-        self._waiters = still
+        # Ends grow with the log, so the writes to wake are at the front.
+        while waiters and waiters[0][0] <= reached:
+            _, fut, _ = waiters.popleft()
+            if not fut.done():
+                fut.set_result(PutStatus.PUT_OK)
 
     # -- the write path ------------------------------------------------------------
 
@@ -207,21 +233,56 @@ class HAMaster:
         return None
 
     async def wait_replicated(self, end_offset: int) -> PutStatus:
-        """Sync replication: wait until enough in-sync replicas hold ``end_offset``."""
+        """Sync replication: wait until enough in-sync replicas hold ``end_offset``
+        (one future per request, whatever its number of messages)."""
         self._data_ready.set()
         if self.replication.mode is not ReplicationMode.SYNC:
             return PutStatus.PUT_OK
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((end_offset, fut))
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[PutStatus | None] = loop.create_future()
+        waiters = self._waiters
+        if waiters and end_offset < waiters[-1][0]:
+            # Not expected (appends end in order), but keep the queue sorted.
+            items = sorted(
+                [*waiters, (end_offset, fut, loop.time() + self.ack_timeout_s)],
+                key=lambda w: w[0],
+            )
+            waiters.clear()
+            waiters.extend(items)
+        else:
+            waiters.append((end_offset, fut, loop.time() + self.ack_timeout_s))
         self._recompute()
-        try:
-            async with asyncio.timeout(self.ack_timeout_s):
-                await asyncio.shield(fut)
-        except TimeoutError:
-            return PutStatus.FLUSH_SLAVE_TIMEOUT
-        if not self.active:
+        if not fut.done() and self._expiry is None:
+            self._arm_expiry()
+        outcome = await fut
+        if outcome is PutStatus.FLUSH_SLAVE_TIMEOUT:
+            return outcome
+        if not self.active or outcome is None:
             return PutStatus.SLAVE_NOT_AVAILABLE
         return PutStatus.PUT_OK
+
+    def _arm_expiry(self) -> None:
+        pending = [w[2] for w in self._waiters if not w[1].done()]
+        self._expiry = (
+            asyncio.get_running_loop().call_at(min(pending), self._expire) if pending else None
+        )
+
+    def _expire(self) -> None:
+        """Time out the writes whose deadline passed (FLUSH_SLAVE_TIMEOUT); the timer
+        then waits for the oldest deadline left, so it fires about once per
+        ``ack_timeout_s`` under load, not once per write."""
+        now = asyncio.get_running_loop().time()
+        keep: deque[tuple[int, asyncio.Future[PutStatus | None], float]] = deque()
+        for waiter in self._waiters:
+            fut = waiter[1]
+            if fut.done():
+                continue
+            if waiter[2] <= now:
+                fut.set_result(PutStatus.FLUSH_SLAVE_TIMEOUT)
+            else:
+                keep.append(waiter)
+        self._waiters = keep
+        self._arm_expiry()
 
     def data_written(self) -> None:
         self._data_ready.set()
@@ -282,13 +343,12 @@ class HAMaster:
             position,
             reply.truncate_to,
         )
-        last_meta = 0.0
+        last_meta = last_beat = 0.0
         try:
             while self.active and not acks.done() and slave.stream == stream:
                 clog = self.store.commitlog
                 if position < clog.committed_offset:
-                    chunk = self._chunk(position)
-                    data = clog.read(position, chunk, count_cache=True)
+                    data = self._next_data(position)
                     epoch = self._epoch_of(position)
                     yield hpb.MasterMessage(
                         data=hpb.Data(
@@ -302,6 +362,7 @@ class HAMaster:
                     )
                     position += len(data)
                     self.replicated_bytes += len(data)
+                    last_beat = time.monotonic()  # a frame carries the confirm offset too
                     continue
                 now = time.monotonic()
                 if now - last_meta >= 1.0:
@@ -310,10 +371,14 @@ class HAMaster:
                         metadata=hpb.Metadata(json=json.dumps(self._metadata()))
                     )
                 self._data_ready.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(IDLE_HEARTBEAT_S):
-                        await self._data_ready.wait()
-                if position >= self.store.commitlog.committed_offset:
+                # Woken by a write, a handover, a demotion or the upkeep tick (every
+                # UPKEEP_S): no timeout of its own, which cost a timer per frame.
+                await self._data_ready.wait()
+                if (
+                    position >= self.store.commitlog.committed_offset
+                    and time.monotonic() - last_beat >= IDLE_HEARTBEAT_S
+                ):
+                    last_beat = time.monotonic()
                     yield hpb.MasterMessage(
                         heartbeat=hpb.Heartbeat(
                             confirm_offset=self.confirm_offset(),
@@ -359,24 +424,31 @@ class HAMaster:
                 if watch and watch[0] == slave.broker_id and slave.ack_offset >= watch[1]:
                     self._wake_ack_watch()
 
-    def _chunk(self, position: int) -> int:
-        """Bytes from ``position`` ending on a record boundary, within one segment,
-        one epoch and about BATCH_BYTES."""
+    def _next_data(self, position: int) -> bytes:
+        """The next frame's bytes from ``position``: whole records within one segment,
+        one epoch and about BATCH_BYTES, read with one pread.
+
+        The committed offset, an epoch's start and a segment's end are all record
+        boundaries, so when everything up to the nearest of them fits in a frame —
+        always, under steady load — no record header is looked at. Only a slave that
+        is behind gets a BATCH_BYTES read cut at the last whole record in it."""
         clog = self.store.commitlog
         limit = clog.committed_offset
         boundary = next_boundary(self.epochs.entries, position)
-        if boundary is not None:
-            limit = min(limit, boundary)
+        if boundary is not None and boundary < limit:
+            limit = boundary
         segment_end = (position // clog.segment_size + 1) * clog.segment_size
         limit = min(limit, segment_end)
-        pos = position
-        while pos < limit and (pos == position or pos - position < BATCH_BYTES):
-            head = clog.read(pos, record.END_FILE_MIN_BLANK_LENGTH)
-            total = int.from_bytes(head[:4], "big")
-            if total <= 0 or pos + total > limit:
-                break
-            pos += total
-        return max(pos - position, 0) or (limit - position)
+        if limit - position <= BATCH_BYTES:
+            return clog.read(position, limit - position, count_cache=True)
+        data = clog.read(position, BATCH_BYTES, count_cache=True)
+        end = whole_records(data)
+        if end:
+            return data[:end]
+        # One record larger than a frame: send it whole.
+        total = int.from_bytes(data[:4], "big")
+        size = total if 0 < total <= limit - position else limit - position
+        return clog.read(position, size, count_cache=True)
 
     def _epoch_of(self, position: int) -> EpochEntry:
         found = EpochEntry(0, 0)
@@ -390,6 +462,7 @@ class HAMaster:
     async def _upkeep_loop(self) -> None:
         while True:
             await asyncio.sleep(UPKEEP_S)
+            self._data_ready.set()  # idle streams: a heartbeat when one is due
             if not self.active or self.view is None or self._pending_set is not None:
                 continue
             try:

@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.broker.messaging import properties as prop
+from rocketcluster.broker.messaging.codes import Code, MessagingError
 from rocketcluster.broker.store.record import (
     KEY_SEPARATOR,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
     MessageToStore,
     StoredMessage,
     SysFlag,
     encode_properties,
-    tags_code,
 )
+
+
+class SentFields(NamedTuple):
+    """What SendService read from a message while validating it."""
+
+    message_id: str
+    body: bytes
+    tag: str
+    keys: Sequence[str]
+    message_group: str
+
 
 _TYPE_FLAGS: dict[int, int] = {
     pb.MessageType.NORMAL: int(SysFlag.NONE),
@@ -32,51 +49,71 @@ def duration_ms(d: Duration) -> int:
     return int(d.seconds) * 1000 + int(d.nanos) // 1_000_000
 
 
-def store_properties(
-    msg: pb.Message, message_type: int, extra: dict[str, str] | None = None
-) -> dict[str, str]:
-    """The property map a stored record keeps for ``msg``."""
-    sp = msg.system_properties
-    user = msg.user_properties
-    # dict() of a protobuf map goes through the generic Mapping protocol even when
-    # the map is empty, which it usually is.
-    props = dict(user) if user else {}
-    props[prop.MESSAGE_ID] = sp.message_id
-    if sp.tag:
-        props[prop.TAGS] = sp.tag
-    if sp.keys:
-        props[prop.KEYS] = KEY_SEPARATOR.join(sp.keys)
-    if sp.message_group:
-        props[prop.MESSAGE_GROUP] = sp.message_group
-    if sp.born_host:
-        props[prop.BORN_HOST] = sp.born_host
-    if sp.trace_context:
-        props[prop.TRACE_CONTEXT] = sp.trace_context
-    props[prop.MESSAGE_TYPE] = str(message_type)
-    if extra:
-        props.update(extra)
-    return props
+_SEP = NAME_VALUE_SEPARATOR
+_END = PROPERTY_SEPARATOR
+_TYPE_TEXT: dict[int, str] = {t: str(t) for t in _TYPE_FLAGS}
 
 
-def to_store(
+def record_of(
     msg: pb.Message,
+    sp: pb.SystemProperties,
     topic: str,
     queue_id: int,
     message_type: int,
-    props: dict[str, str],
+    fields: SentFields,
+    extra: dict[str, str] | None = None,
 ) -> MessageToStore:
-    sp = msg.system_properties
-    keys = sp.keys
+    """The record stored for ``msg`` (already validated; ``fields`` are the values the
+    validation read, so no protobuf field is read twice: each read builds a Python
+    object, and this runs for every message of every SendMessage).
+
+    The property text is built directly, in the order a property map would have
+    (user properties, then the system ones, then ``extra``): every name is distinct
+    (users cannot use reserved names), so this is what ``encode_properties`` of that
+    map gives. The separator count check stands in for its per-value check."""
+    message_id, body, tag, keys, group = fields
+    user = msg.user_properties
+    text = "".join([f"{k}{_SEP}{v}{_END}" for k, v in user.items()]) if user else ""
+    text += f"{prop.MESSAGE_ID}{_SEP}{message_id}{_END}"
+    count = (len(user) if user else 0) + 2
+    if tag:
+        text += f"{prop.TAGS}{_SEP}{tag}{_END}"
+        count += 1
+    if keys:
+        text += f"{prop.KEYS}{_SEP}{KEY_SEPARATOR.join(keys)}{_END}"
+        count += 1
+    if group:
+        text += f"{prop.MESSAGE_GROUP}{_SEP}{group}{_END}"
+        count += 1
+    born_host = sp.born_host
+    if born_host:
+        text += f"{prop.BORN_HOST}{_SEP}{born_host}{_END}"
+        count += 1
+    trace = sp.trace_context
+    if trace:
+        text += f"{prop.TRACE_CONTEXT}{_SEP}{trace}{_END}"
+        count += 1
+    text += f"{prop.MESSAGE_TYPE}{_SEP}{_TYPE_TEXT.get(message_type) or message_type}{_END}"
+    if extra:
+        text += "".join([f"{k}{_SEP}{v}{_END}" for k, v in extra.items()])
+        count += len(extra)
+    if text.count(_SEP) != count or text.count(_END) != count:
+        raise MessagingError(
+            Code.BAD_REQUEST,
+            "a property name or value (born host, trace context …) holds NUL, \\x01 or "
+            "\\x02, which cannot be stored",
+        )
+    born = sp.born_timestamp  # unset: 0 s, 0 ns
     return MessageToStore(
         topic,
         queue_id,
-        msg.body,
-        encode_properties(props),
-        tags_code(sp.tag),
+        body,
+        text.encode(),
+        zlib.crc32(tag.encode()) if tag else 0,
         _TYPE_FLAGS.get(message_type, 0),
-        timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else 0,
-        tuple(k for k in keys if k) if keys else (),
-        sp.message_id,
+        born.seconds * 1000 + born.nanos // 1_000_000,
+        tuple([k for k in keys if k]) if keys else (),
+        message_id,
     )
 
 

@@ -28,7 +28,7 @@ from rocketcluster.api.names import CONTROL_CHARACTERS, KEY_FORBIDDEN
 from rocketcluster.api.topics import MessageType, TopicSpec
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.codes import Code, MessagingError, put_code
-from rocketcluster.broker.messaging.convert import store_properties, timestamp_ms, to_store
+from rocketcluster.broker.messaging.convert import SentFields, record_of, timestamp_ms
 from rocketcluster.broker.messaging.quota import ProduceQuota
 from rocketcluster.broker.messaging.recent import RecentIds
 from rocketcluster.broker.messaging.registry import TopicRegistry
@@ -46,6 +46,7 @@ TYPE_NORMAL = int(pb.MessageType.NORMAL)
 TYPE_FIFO = int(pb.MessageType.FIFO)
 TYPE_DELAY = int(pb.MessageType.DELAY)
 TYPE_TRANSACTION = int(pb.MessageType.TRANSACTION)
+_RETRY_SAFE = frozenset({TYPE_NORMAL, TYPE_FIFO})  # a retry may be answered with the first copy
 _ACCEPTS = {
     MessageType.NORMAL: {TYPE_NORMAL},
     MessageType.FIFO: {TYPE_FIFO},
@@ -115,77 +116,93 @@ class SendService:
                 for m in messages
             ]
         prepared: list[_Prepared | SendOutcome] = []
+        good: list[_Prepared] = []
+        recent = self.recent
         for msg in messages:
             try:
                 item = self._prepare(msg, client_id)
-                retry_safe = item.message_type in (TYPE_NORMAL, TYPE_FIFO)
-                landed = self.recent.get(item.record.topic, item.record.msg_id)
-                if landed is not None and retry_safe:  # a retry of a send that was stored already
-                    self.recent.duplicates += 1
-                    prepared.append(
-                        SendOutcome(
-                            Code.OK,
-                            "OK (already stored)",
-                            item.record.msg_id,
-                            item.transaction_id,
-                            landed.queue_offset,
-                            item.recall_handle,
-                            item.topic,
-                            len(item.record.body),
-                        )
-                    )
-                    continue
-                prepared.append(item)
             except MessagingError as exc:
                 prepared.append(
                     SendOutcome(exc.code, exc.message, msg.system_properties.message_id)
                 )
-        good = [p for p in prepared if isinstance(p, _Prepared)]
-        outcomes: dict[int, SendOutcome] = {}
+                continue
+            record = item.record
+            if item.message_type in _RETRY_SAFE:
+                landed = recent.get(record.topic, record.msg_id)
+                if landed is not None:  # a retry of a send that was stored already
+                    recent.duplicates += 1
+                    prepared.append(
+                        SendOutcome(
+                            Code.OK,
+                            "OK (already stored)",
+                            record.msg_id,
+                            item.transaction_id,
+                            landed.queue_offset,
+                            item.recall_handle,
+                            item.topic,
+                            len(record.body),
+                        )
+                    )
+                    continue
+            prepared.append(item)
+            good.append(item)
+        if not good:  # every item is an outcome already
+            return [p for p in prepared if isinstance(p, SendOutcome)]
         gate = self.gate
         refusal = gate.refuse_write() if gate is not None else None
-        if good and refusal:
+        if refusal:
             return [
                 p
                 if isinstance(p, SendOutcome)
                 else SendOutcome(Code.HA_NOT_AVAILABLE, refusal, p.record.msg_id)
                 for p in prepared
             ]
-        if good:
-            result = await self._store.put_batch([p.record for p in good])
-            if result.ok and gate is not None:
-                last = result.records[-1]
-                replicated = await gate.wait_replicated(last.physical_offset + last.size)
-                if replicated is not PutStatus.PUT_OK:
-                    result = PutResult(
-                        replicated, result.records, f"replication: {replicated.value}"
-                    )
-            if result.ok:
-                for p, stored in zip(good, result.records, strict=True):
-                    outcomes[id(p)] = SendOutcome(
-                        Code.OK,
-                        "OK",
-                        p.record.msg_id,
-                        p.transaction_id,
-                        stored.queue_offset,
-                        p.recall_handle,
-                        p.topic,
-                        len(p.record.body),
-                    )
-            else:
-                code = put_code(result.status)
-                for p in good:
-                    outcomes[id(p)] = SendOutcome(code, result.reason, p.record.msg_id)
-        return [p if isinstance(p, SendOutcome) else outcomes[id(p)] for p in prepared]
+        result = await self._store.put_batch([p.record for p in good])
+        if result.ok and gate is not None:
+            last = result.records[-1]
+            replicated = await gate.wait_replicated(last.physical_offset + last.size)
+            if replicated is not PutStatus.PUT_OK:
+                result = PutResult(replicated, result.records, f"replication: {replicated.value}")
+        if not result.ok:
+            code = put_code(result.status)
+            return [
+                p
+                if isinstance(p, SendOutcome)
+                else SendOutcome(code, result.reason, p.record.msg_id)
+                for p in prepared
+            ]
+        stored = iter(result.records)
+        outcomes: list[SendOutcome] = []
+        for p in prepared:
+            if isinstance(p, SendOutcome):
+                outcomes.append(p)
+                continue
+            record = p.record
+            outcomes.append(
+                SendOutcome(
+                    Code.OK,
+                    "OK",
+                    record.msg_id,
+                    p.transaction_id,
+                    next(stored).queue_offset,
+                    p.recall_handle,
+                    p.topic,
+                    len(record.body),
+                )
+            )
+        return outcomes
 
     def _prepare(self, msg: pb.Message, client_id: str) -> _Prepared:
-        # Every check is guarded by a cheap test of the common case: this runs for
-        # each message of each SendMessage.
+        # Every check is guarded by a cheap test of the common case, and every field is
+        # read once (each read of a protobuf field builds a Python object): this runs
+        # for each message of each SendMessage.
         topic = self._registry.require_topic(msg.topic.name)
         sp = msg.system_properties
-        if not sp.message_id:
+        message_id = sp.message_id
+        if not message_id:
             raise MessagingError(Code.ILLEGAL_MESSAGE_ID, "message_id is required")
-        body_size = len(msg.body)
+        body = msg.body
+        body_size = len(body)
         if not body_size:
             raise MessagingError(Code.MESSAGE_BODY_EMPTY, "message body is empty")
         max_body = self._max_body
@@ -198,7 +215,7 @@ class SendService:
                 f"bytes for topic {topic.name!r}: split the message or store the payload "
                 "elsewhere and send a reference",
             )
-        if len(sp.message_id) > MAX_MESSAGE_ID_CHARS or CONTROL_CHARACTERS.search(sp.message_id):
+        if len(message_id) > MAX_MESSAGE_ID_CHARS or CONTROL_CHARACTERS.search(message_id):
             raise MessagingError(
                 Code.ILLEGAL_MESSAGE_ID,
                 f"message_id must be at most {MAX_MESSAGE_ID_CHARS} printable characters",
@@ -215,8 +232,9 @@ class SendService:
                 f"tag {tag[:MAX_NAME_CHARS]!r} is not allowed: not blank, no '|' or control "
                 f"characters, at most {MAX_NAME_CHARS} characters",
             )
-        if sp.keys:
-            self._check_keys(sp.keys)
+        keys = sp.keys
+        if keys:
+            self._check_keys(keys)
         group = sp.message_group
         if group and (
             len(group.encode()) >= MAX_MESSAGE_GROUP_BYTES or CONTROL_CHARACTERS.search(group)
@@ -228,7 +246,15 @@ class SendService:
             )
         if msg.user_properties:
             self._check_user_properties(msg)
-        message_type = self._message_type(msg)
+        # TRANSACTION > DELAY (delivery timestamp set) > FIFO (message group) > NORMAL
+        if sp.message_type == TYPE_TRANSACTION:
+            message_type = TYPE_TRANSACTION
+        elif sp.HasField("delivery_timestamp"):
+            message_type = TYPE_DELAY
+        elif group:
+            message_type = TYPE_FIFO
+        else:
+            message_type = TYPE_NORMAL
         if message_type not in _ACCEPTS[topic.message_type]:
             raise MessagingError(
                 Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
@@ -236,9 +262,10 @@ class SendService:
                 f"{pb.MessageType.Name(message_type)}",
             )
         self.quota.admit(topic)  # last: a refused message takes no token
-        queue_id = self._queue_for(topic, sp.message_group)
+        queue_id = self._queue_for(topic, group)
+        fields = SentFields(message_id, body, tag, keys, group)
         if message_type == TYPE_DELAY:
-            return self._prepare_delay(msg, topic, queue_id, message_type)
+            return self._prepare_delay(msg, sp, topic, queue_id, fields)
         if message_type == TYPE_TRANSACTION:
             txn_id = secrets.token_hex(16).upper()
             extra = {
@@ -248,12 +275,13 @@ class SendService:
                 prop.PRODUCER_CLIENT: client_id,
             }
             half = self._registry.ensure_system_topic(prop.HALF_TOPIC)
-            props = store_properties(msg, message_type, extra)
-            record = to_store(msg, half.name, 0, message_type, props)
+            record = record_of(msg, sp, half.name, 0, message_type, fields, extra)
             return _Prepared(msg, record, message_type, topic.name, transaction_id=txn_id)
-        props = store_properties(msg, message_type)
         return _Prepared(
-            msg, to_store(msg, topic.name, queue_id, message_type, props), message_type, topic.name
+            msg,
+            record_of(msg, sp, topic.name, queue_id, message_type, fields),
+            message_type,
+            topic.name,
         )
 
     @staticmethod
@@ -295,9 +323,14 @@ class SendService:
             )
 
     def _prepare_delay(
-        self, msg: pb.Message, topic: TopicSpec, queue_id: int, message_type: int
+        self,
+        msg: pb.Message,
+        sp: pb.SystemProperties,
+        topic: TopicSpec,
+        queue_id: int,
+        fields: SentFields,
     ) -> _Prepared:
-        deliver_ms = delivery_ms(msg.system_properties)
+        deliver_ms = delivery_ms(sp)
         now = int(time.time() * 1000)
         if deliver_ms - now > self._max_delay_ms:
             raise MessagingError(
@@ -306,26 +339,13 @@ class SendService:
             )
         extra = {prop.DELIVERY_TIMESTAMP: str(deliver_ms)}
         if deliver_ms <= now:  # already due: deliver it right away
-            props = store_properties(msg, message_type, extra)
-            record = to_store(msg, topic.name, queue_id, message_type, props)
-            return _Prepared(msg, record, message_type, topic.name)
+            record = record_of(msg, sp, topic.name, queue_id, TYPE_DELAY, fields, extra)
+            return _Prepared(msg, record, TYPE_DELAY, topic.name)
         extra |= {prop.REAL_TOPIC: topic.name, prop.REAL_QUEUE_ID: str(queue_id)}
         timer = self._registry.ensure_system_topic(prop.TIMER_TOPIC)
-        props = store_properties(msg, message_type, extra)
-        record = to_store(msg, timer.name, 0, message_type, props)
-        handle = encode_recall_handle(topic.name, msg.system_properties.message_id, deliver_ms)
-        return _Prepared(msg, record, message_type, topic.name, recall_handle=handle)
-
-    @staticmethod
-    def _message_type(msg: pb.Message) -> int:
-        sp = msg.system_properties
-        if sp.message_type == TYPE_TRANSACTION:
-            return TYPE_TRANSACTION
-        if sp.HasField("delivery_timestamp"):
-            return TYPE_DELAY
-        if sp.message_group:
-            return TYPE_FIFO
-        return TYPE_NORMAL
+        record = record_of(msg, sp, timer.name, 0, TYPE_DELAY, fields, extra)
+        handle = encode_recall_handle(topic.name, fields.message_id, deliver_ms)
+        return _Prepared(msg, record, TYPE_DELAY, topic.name, recall_handle=handle)
 
     def _queue_for(self, topic: TopicSpec, message_group: str) -> int:
         if message_group:

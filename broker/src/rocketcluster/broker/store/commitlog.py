@@ -162,6 +162,7 @@ class CommitLog:
         encode = record.encode_parts
         header = record.HEADER_SIZE
         results: list[AppendedRecord] = []
+        new = tuple.__new__  # an AppendedRecord without NamedTuple's Python-level __new__
         chunks: list[tuple[int, int, list[bytes]]] = []
         pieces: list[bytes] = []
         run_start = pos
@@ -183,7 +184,7 @@ class CommitLog:
                 undo[key] = qoff
             offsets[key] = qoff + 1
             encode(pieces, msg, topic_bytes, qoff, pos, store_timestamp)
-            results.append(AppendedRecord(pos, qoff, size))
+            results.append(new(AppendedRecord, (pos, qoff, size)))
             pos += size
         chunks.append((run_start, pos, pieces))
         try:

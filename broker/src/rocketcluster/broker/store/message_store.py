@@ -272,25 +272,27 @@ class MessageStore:
         if not msgs:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, reason="no messages")
         cfg = self.config
-        for msg in msgs:
-            if msg.topic not in self._valid_topics:
-                problem = topic_name_problem(msg.topic)
+        valid_topics = self._valid_topics
+        max_body = cfg.max_message_bytes
+        max_properties = cfg.max_properties_bytes
+        for msg in msgs:  # per message: locals only, no attribute chains
+            topic = msg.topic
+            if topic not in valid_topics:
+                problem = topic_name_problem(topic)
                 if problem:
                     return PutResult(
-                        PutStatus.MESSAGE_ILLEGAL, reason=f"topic {msg.topic!r}: {problem}"
+                        PutStatus.MESSAGE_ILLEGAL, reason=f"topic {topic!r}: {problem}"
                     )
-                self._valid_topics.add(msg.topic)
-            if len(msg.body) > cfg.max_message_bytes:
+                valid_topics.add(topic)
+            if len(msg.body) > max_body:
                 return PutResult(
                     PutStatus.MESSAGE_ILLEGAL,
-                    reason=f"body of {len(msg.body)} bytes exceeds the limit of "
-                    f"{cfg.max_message_bytes}",
+                    reason=f"body of {len(msg.body)} bytes exceeds the limit of {max_body}",
                 )
-            if len(msg.properties) > cfg.max_properties_bytes:
+            if len(msg.properties) > max_properties:
                 return PutResult(
                     PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                    reason=f"properties of {len(msg.properties)} bytes exceed "
-                    f"{cfg.max_properties_bytes}",
+                    reason=f"properties of {len(msg.properties)} bytes exceed {max_properties}",
                 )
             if not 0 <= msg.queue_id < 1 << 31:
                 return PutResult(
