@@ -234,9 +234,9 @@ async def test_lean_client_errors_carry_the_code(broker: LocalBroker) -> None:
 
 
 def test_without_consume_service_the_client_falls_back_to_receive_message() -> None:
-    """The canned benchmark server has MessagingService only (a broker from before
+    """The canned benchmark server with MessagingService only (a broker from before
     ConsumeService, during a roll): LeanClient receives and acks over it."""
-    canned = CannedServer()
+    canned = CannedServer(messaging_only=True)
 
     async def run() -> tuple[list[LeanMessage], list[int], bool]:
         async with LeanClient(canned.endpoint) as client:
@@ -253,3 +253,23 @@ def test_without_consume_service_the_client_falls_back_to_receive_message() -> N
     assert len(got) == 5 and all(len(m.body) == 1024 for m in got)
     assert {m.receipt_handle for m in got} == {"canned"}  # its handle, as it was given
     assert codes == [Code.OK] * 5
+
+
+def test_the_canned_ceiling_serves_consume_service() -> None:
+    """The benchmark's ceiling for lean_consume runs in the shape LeanClient uses."""
+    canned = CannedServer()
+
+    async def run() -> tuple[list[LeanMessage], list[int], bool]:
+        async with LeanClient(canned.endpoint) as client:
+            got = await client.receive("g", "t", batch=7)
+            entries = await client.ack("g", "t", got)
+            return got, [e.status.code for e in entries], client.uses_consume_service
+
+    try:
+        got, codes, batched = asyncio.run(run())
+    finally:
+        canned.stop()
+    assert batched
+    assert [m.queue_offset for m in got] == list(range(7))
+    assert all(len(m.body) == 1024 and m.message_id for m in got)
+    assert codes == [Code.OK] * 7
