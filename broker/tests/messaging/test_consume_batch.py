@@ -41,8 +41,14 @@ def _cluster() -> RocketCluster:
                     {"name": "many", "queues": 4},
                     {"name": "again", "queues": 2},
                     {"name": "bad", "queues": 1},
+                    {"name": "shared", "queues": 2},
                 ],
-                "consumerGroups": [{"name": "g-many"}, {"name": "g-again"}, {"name": "g-bad"}],
+                "consumerGroups": [
+                    {"name": "g-many"},
+                    {"name": "g-again"},
+                    {"name": "g-bad"},
+                    {"name": "g-shared"},
+                ],
             },
         }
     )
@@ -175,6 +181,27 @@ async def test_batch_receipts_work_in_messaging_service(broker: LocalBroker) -> 
             ack.entries.add(message_id=msg.message_id, receipt_handle=msg.receipt_handle)
         answer = stub.AckMessage(ack, metadata=METADATA, timeout=10)
         assert answer.status.code == Code.OK, answer.status.message
+
+
+async def test_concurrent_acks_share_requests_and_keep_their_own_answers(
+    broker: LocalBroker,
+) -> None:
+    async with LeanClient(broker.endpoints) as client:
+        await client.send("shared", [OutgoingMessage(f"s{i}".encode()) for i in range(64)])
+        got = await _drain(client, "g-shared", "shared", 64, ack=False, batch=64)
+        assert len(got) == 64
+        chunks = [got[i : i + 8] for i in range(0, 64, 8)]
+        never = RECEIPT.pack(1, 0, 10**9, 1, 1, 1)  # a message never delivered
+        forged = LeanMessage("shared", never, 0, 10**9, 1, 0, 0, b"", b"")
+        chunks[3] = [*chunks[3][:2], forged, *chunks[3][2:]]
+        before = client.ack_requests
+        answers = await asyncio.gather(*(client.ack("g-shared", "shared", c) for c in chunks))
+        assert client.ack_requests - before < len(chunks)  # shared requests
+        for chunk, entries in zip(chunks, answers, strict=True):
+            expected = [Code.INVALID_RECEIPT_HANDLE if m is forged else Code.OK for m in chunk]
+            assert [e.status.code for e in entries] == expected
+            assert [e.message_id for e in entries] == [m.message_id for m in chunk]
+        assert await client.receive("g-shared", "shared", poll_ms=300) == []
 
 
 def test_bad_requests_get_the_protocols_codes(broker: LocalBroker) -> None:

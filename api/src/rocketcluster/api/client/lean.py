@@ -23,6 +23,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
 
 from rocketcluster.api.auth import SIGNATURE_ALGORITHM
+from rocketcluster.api.client.ack_batcher import AckBatcher
 from rocketcluster.api.client.batch_codec import unpack_messages
 from rocketcluster.api.client.lean_message import ACK_OK, AckEntry, AckStatus, LeanMessage
 from rocketcluster.api.generated import consume_pb2 as cpb
@@ -42,6 +43,8 @@ CHANNEL_OPTIONS = [
 # After an UNIMPLEMENTED (a broker without ConsumeService), the official protocol for
 # this long before ConsumeService is tried again.
 OFFICIAL_RECHECK_S = 30.0
+# AckBatch answers that carry per-receipt results (the others fail the whole request).
+_ACK_ANSWERED = frozenset({pb.Code.OK, pb.Code.MULTIPLE_RESULTS})
 
 
 class LeanClientError(RuntimeError):
@@ -85,6 +88,7 @@ class LeanClient:
         consume = ConsumeServiceStub(self._channel)
         self._receive_batch = consume.ReceiveBatch
         self._ack_batch = consume.AckBatch
+        self._acks = AckBatcher(self._send_acks)
         self._official_until = 0.0
         self._base: tuple[tuple[str, str], ...] = (
             ("x-mq-client-id", self.client_id),
@@ -235,27 +239,23 @@ class LeanClient:
     async def ack(self, group: str, topic: str, messages: Sequence[LeanMessage]) -> list[AckEntry]:
         """Acknowledge ``messages`` in one request; returns the per-entry results (in
         the order of ``messages``)."""
+        if not messages:
+            return []
         if self._batch_protocol():
-            request = cpb.AckBatchRequest(
-                group=group, topic=topic, receipts=b"".join([m.receipt for m in messages])
-            )
             try:
-                reply = await self._ack_batch(
-                    request, metadata=self._metadata, timeout=self.timeout
-                )
+                answer = await self._acks.ack(group, topic, b"".join([m.receipt for m in messages]))
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                     raise
                 self._no_batch_protocol()
             else:
-                code = reply.status.code
-                if code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS):
-                    raise LeanClientError("AckBatch", reply.status)
-                entries = [AckEntry(m.message_id, ACK_OK) for m in messages]
-                for failed in reply.failed:
-                    if failed.index < len(entries):
-                        status = AckStatus(failed.status.code, failed.status.message)
-                        entries[failed.index] = AckEntry(entries[failed.index].message_id, status)
+                if not answer.failed and answer.status.code not in _ACK_ANSWERED:
+                    raise LeanClientError("AckBatch", answer.status)
+                entries = [AckEntry(m, ACK_OK) for m in messages]
+                for index, status in answer.failed:
+                    entries[index] = AckEntry(
+                        messages[index], AckStatus(status.code, status.message)
+                    )
                 return entries
         return await self._ack_official(group, topic, messages)
 
@@ -276,6 +276,18 @@ class LeanClient:
             AckEntry(e.message_id, AckStatus(e.status.code, e.status.message))
             for e in response.entries
         ]
+
+    async def _send_acks(self, group: str, topic: str, receipts: bytes) -> cpb.AckBatchReply:
+        request = cpb.AckBatchRequest(group=group, topic=topic, receipts=receipts)
+        reply: cpb.AckBatchReply = await self._ack_batch(
+            request, metadata=self._metadata, timeout=self.timeout
+        )
+        return reply
+
+    @property
+    def ack_requests(self) -> int:
+        """AckBatch requests made so far (concurrent acks share them)."""
+        return self._acks.requests
 
     @property
     def uses_consume_service(self) -> bool:

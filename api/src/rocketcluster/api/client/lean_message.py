@@ -54,11 +54,23 @@ class AckStatus(NamedTuple):
     message: str
 
 
-class AckEntry(NamedTuple):
-    """The result of acknowledging one message (``status.code`` 20000 is OK)."""
+class AckEntry:
+    """The result of acknowledging one message (``status.code`` 20000 is OK); the
+    message id is read from the message only when asked for."""
 
-    message_id: str
-    status: AckStatus
+    __slots__ = ("_source", "status")
+
+    def __init__(self, source: LeanMessage | str, status: AckStatus) -> None:
+        self._source = source
+        self.status = status
+
+    @property
+    def message_id(self) -> str:
+        source = self._source
+        return source if isinstance(source, str) else source.message_id
+
+    def __repr__(self) -> str:
+        return f"AckEntry({self.message_id!r}, {self.status})"
 
 
 ACK_OK: Final = AckStatus(pb.Code.OK, "OK")
