@@ -124,9 +124,9 @@ def unpack_messages(records: bytes, count: int) -> Iterator[PackedMessage]:
 
 
 def encode_properties(properties: dict[str, str]) -> bytes:
-    return "".join(
-        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items()
-    ).encode()
+    """RocketMQ's property encoding, unchecked: properties of a stored message had
+    their separators checked when they were stored (store/record.py)."""
+    return "".join([f"{k}\x01{v}\x02" for k, v in properties.items()]).encode()
 
 
 def decode_properties(raw: bytes) -> dict[str, str]:

@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import grpc
 
 from rocketcluster.api.auth import AuthProcessConfig, WatchedFile
-from rocketcluster.api.client.batch_codec import HEADER, RECEIPT, RECEIPT_SIZE, RECEIPT_VERSION
+from rocketcluster.api.client.batch_codec import (
+    HEADER,
+    RECEIPT,
+    RECEIPT_SIZE,
+    RECEIPT_VERSION,
+    encode_properties,
+)
 from rocketcluster.api.generated import consume_pb2 as cpb
 from rocketcluster.api.names import group_name_problem
 from rocketcluster.api.users import Action
@@ -38,7 +44,6 @@ from rocketcluster.broker.messaging.service import (
 from rocketcluster.broker.security import guard_servicer
 from rocketcluster.broker.security.auth import Authenticator, AuthError, Kind, Principal, require
 from rocketcluster.broker.security.guard import Check, Observe
-from rocketcluster.broker.store.record import encode_properties
 
 if TYPE_CHECKING:
     from rocketcluster.broker.messaging.runtime import MessagingRuntime
