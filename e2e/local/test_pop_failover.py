@@ -46,6 +46,8 @@ KILLS = 20
 INVISIBLE_MS = 1500
 SLOW_ATTEMPTS = 3  # every 4th message is acked only at this attempt
 ACKS_PER_MASTER = 20  # acks answered under each master before it is killed
+BATCHED = "batched"
+BATCHERS = "batchers"
 
 
 def _cluster() -> RocketCluster:
@@ -60,11 +62,16 @@ def _cluster() -> RocketCluster:
                     "flush": "async",
                     "replication": {"mode": "sync", "inSyncReplicas": 2, "minInSyncReplicas": 1},
                 },
-                "topics": [{"name": TOPIC, "queues": 4}, {"name": "left", "queues": 1}],
+                "topics": [
+                    {"name": TOPIC, "queues": 4},
+                    {"name": "left", "queues": 1},
+                    {"name": BATCHED, "queues": 2},
+                ],
                 "consumerGroups": [
                     {"name": GROUP},
                     {"name": LEAVERS, "maxDeliveryAttempts": 1},
                     {"name": "dlq-readers"},
+                    {"name": BATCHERS},
                 ],
             },
         }
@@ -340,3 +347,61 @@ def test_a_message_whose_consumers_left_reaches_its_dlq(cluster: Cluster) -> Non
         timeout=30,
         what="the slaves applying the master's journal records",
     )
+
+
+def test_batched_acks_and_deliveries_survive_a_master_kill(cluster: Cluster) -> None:
+    """LeanClient's ReceiveBatch and AckBatch (ConsumeService) are journalled and
+    replicated before they are answered, as ReceiveMessage and AckMessage are: after
+    the master is SIGKILLed, no acknowledged message comes back, and the unacknowledged
+    ones do, with their next attempt (the new master knew they were delivered)."""
+    cluster.wait_in_sync(3)
+
+    async def before_kill() -> tuple[set[str], set[str]]:
+        async with LeanClient(cluster.endpoints, timeout=5) as client:
+            entries = await client.send(
+                BATCHED, [OutgoingMessage(f"batched-{i}".encode()) for i in range(40)]
+            )
+            ids = {e.message_id for e in entries if e.status.code == 20000}
+            got: list[Any] = []
+            deadline = time.monotonic() + 60
+            while len(got) < len(ids) and time.monotonic() < deadline:
+                got += await client.receive(
+                    BATCHERS, BATCHED, batch=64, invisible_ms=3000, poll_ms=500
+                )
+            assert client.uses_consume_service
+            acked = got[:25]
+            answers = await client.ack(BATCHERS, BATCHED, acked)
+            assert [a.status.code for a in answers] == [20000] * len(acked)
+            return ids, {m.message_id for m in acked}
+
+    ids, acked = asyncio.run(before_kill())
+    assert len(ids) == 40
+    victim = cluster.master()
+    cluster.runtime.kill(victim["name"])
+    cluster.master(exclude={victim["name"]})
+    cluster.runtime.restart(victim["name"], wait=False)
+
+    async def after_kill() -> list[Any]:
+        seen: list[Any] = []
+        async with LeanClient(cluster.endpoints, timeout=5) as client:
+            deadline = time.monotonic() + 90
+            quiet_until = None  # after the last expected one: a while longer for strays
+            while time.monotonic() < deadline:
+                if quiet_until is not None and time.monotonic() > quiet_until:
+                    break
+                try:
+                    got = await client.receive(BATCHERS, BATCHED, batch=64, poll_ms=500)
+                    if got:
+                        await client.ack(BATCHERS, BATCHED, got)
+                except Exception:
+                    await asyncio.sleep(0.3)  # the failover itself
+                    continue
+                seen += got
+                if quiet_until is None and {m.message_id for m in seen} >= ids - acked:
+                    quiet_until = time.monotonic() + 4
+        return seen
+
+    seen = asyncio.run(after_kill())
+    assert sorted(m.message_id for m in seen) == sorted(ids - acked)
+    assert all(m.delivery_attempt >= 2 for m in seen), [m.delivery_attempt for m in seen]
+    cluster.wait_in_sync(3)

@@ -270,6 +270,39 @@ async def test_the_lean_client_signs_like_the_official_one(broker: LocalBroker) 
         assert info.value.code == 40100
 
 
+async def test_batched_consume_asks_the_same_permissions(broker: LocalBroker) -> None:
+    """ReceiveBatch and AckBatch (ConsumeService, what LeanClient receives and acks
+    with) want sub on the topic and on the group, like ReceiveMessage and AckMessage:
+    a user with sub on the topic only gets 40300, a wrong key 40100."""
+    key = secret_of(broker, "orders-app")
+    async with LeanClient(broker.endpoints, credentials=("orders-app", key)) as client:
+        await client.send("orders", [OutgoingMessage(b"batched")])
+        got: list[Any] = []
+        for _ in range(40):
+            got += await client.receive("billing", "orders", batch=64, poll_ms=500)
+            if any(m.body == b"batched" for m in got):
+                break
+        assert any(m.body == b"batched" for m in got)
+        assert client.uses_consume_service
+        auditor = secret_of(broker, "auditor")  # sub on the topic, nothing on the group
+        async with LeanClient(broker.endpoints, credentials=("auditor", auditor)) as other:
+            with pytest.raises(LeanClientError) as info:
+                await other.receive("billing", "orders", poll_ms=0)
+            assert info.value.code == 40300
+            with pytest.raises(LeanClientError) as info:
+                await other.ack("billing", "orders", got)
+            assert info.value.code == 40300
+            assert other.uses_consume_service  # a refusal, not a missing service
+        async with LeanClient(
+            broker.endpoints, credentials=("orders-app", "wrong-key-0123456789")
+        ) as wrong:
+            with pytest.raises(LeanClientError) as info:
+                await wrong.receive("billing", "orders", poll_ms=0)
+            assert info.value.code == 40100
+        entries = await client.ack("billing", "orders", got)
+        assert [e.status.code for e in entries] == [20000] * len(got)
+
+
 def test_streams_answer_a_refusal_first_and_close(broker: LocalBroker) -> None:
     """ReceiveMessage and Telemetry without credentials: one response carrying 40100,
     then the stream ends (no hang); a unary refusal keeps the fields the client reads."""

@@ -1,10 +1,11 @@
 """The benchmark ceiling: a MessagingService that answers without doing any work.
 
 SendMessage answers OK for every message without storing it; ReceiveMessage answers
-with ready-made messages; AckMessage answers OK. Routes and Telemetry are answered
-as a broker does, so the official client runs against it unchanged. Comparing the
-real broker with this server, driven by the same client in the same run, shows what
-the broker's own work costs.
+with ready-made messages; AckMessage answers OK; so do ConsumeService's ReceiveBatch and
+AckBatch (LeanClient's receive and ack), unless started with ``--messaging-only``.
+Routes and Telemetry are answered as a broker does, so the official client runs
+against it unchanged. Comparing the real broker with this server, driven by the same
+client in the same run, shows what the broker's own work costs.
 
 Beside it, on the same port, the transport limit: a generic service with no protobuf at
 all (``Raw``, served without (de)serializers). ``Stream`` answers as many pre-built 1 KiB
@@ -29,6 +30,9 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from rocketcluster.api.client.batch_codec import encode_properties, pack_message
+from rocketcluster.api.generated import consume_pb2 as cpb
+from rocketcluster.api.generated import consume_pb2_grpc
 from rocketcluster.broker.messaging.codes import OK_STATUS
 
 QUEUES = 8
@@ -158,6 +162,39 @@ class CannedServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore
         return spb.AckMessageResponse(status=OK_STATUS, entries=entries)
 
 
+class CannedConsume:
+    """ConsumeService (consume.proto) answering ready-made packed batches: the ceiling
+    of LeanClient's receive and ack in the shape it uses against a broker (one unary
+    ReceiveBatch per batch, one unary AckBatch)."""
+
+    def __init__(self) -> None:
+        self._replies: dict[tuple[str, int], cpb.ReceiveBatchReply] = {}
+        self._ok = cpb.AckBatchReply(status=cpb.Status(code=pb.Code.OK, message="OK"))
+
+    async def ReceiveBatch(
+        self, request: cpb.ReceiveBatchRequest, context: Any
+    ) -> cpb.ReceiveBatchReply:
+        size = request.batch_size or 32
+        key = (request.topic, size)
+        reply = self._replies.get(key)
+        if reply is None:
+            parts: list[bytes] = []
+            for i in range(size):
+                props = encode_properties({"UNIQ_KEY": f"{i:032X}"})
+                pack_message(parts, 0, i, 1, i, 0, 0, 0, props, BODY)
+            reply = cpb.ReceiveBatchReply(
+                status=cpb.Status(code=pb.Code.OK, message="OK"),
+                count=size,
+                records=b"".join(parts),
+                invisible_ms=request.invisible_ms,
+            )
+            self._replies[key] = reply
+        return reply
+
+    async def AckBatch(self, request: cpb.AckBatchRequest, context: Any) -> cpb.AckBatchReply:
+        return self._ok
+
+
 async def _raw_stream(request: bytes, context: Any) -> AsyncIterator[bytes]:
     for _ in range(int.from_bytes(request, "big")):
         yield BODY
@@ -183,9 +220,12 @@ def raw_handler() -> grpc.GenericRpcHandler:
     )
 
 
-async def serve(host: str, port: int) -> None:
+async def serve(host: str, port: int, consume_service: bool = True) -> None:
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     service_pb2_grpc.add_MessagingServiceServicer_to_server(CannedServicer(host, port), server)
+    if consume_service:
+        add_consume = consume_pb2_grpc.add_ConsumeServiceServicer_to_server
+        add_consume(CannedConsume(), server)  # type: ignore[no-untyped-call]
     server.add_generic_rpc_handlers((raw_handler(),))
     server.add_insecure_port(f"{host}:{port}")
     await server.start()
@@ -202,8 +242,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="A MessagingService that does no work.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument(
+        "--messaging-only",
+        action="store_true",
+        help="without ConsumeService (a broker from before it, as LeanClient's fallback sees)",
+    )
     args = parser.parse_args()
-    asyncio.run(serve(args.host, args.port))
+    asyncio.run(serve(args.host, args.port, consume_service=not args.messaging_only))
 
 
 if __name__ == "__main__":

@@ -24,10 +24,11 @@ from rocketcluster.broker.ha.role import Role, RoleManager
 from rocketcluster.broker.kube_label import HttpPodPatcher, PodLabeler, PodTarget
 from rocketcluster.broker.messaging.admission import ClientAdmission, server_options
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
+from rocketcluster.broker.messaging.consume_service import consume_handler
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.messaging.service import MessagingServicer
 from rocketcluster.broker.metrics import BrokerMetrics
-from rocketcluster.broker.security import guard_servicer
+from rocketcluster.broker.security import guard_servicer, users_source
 from rocketcluster.broker.store import FlushMode, MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
@@ -161,9 +162,16 @@ class BrokerServer:
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
             ],
         )
-        servicer = guard_servicer(MessagingServicer(self.runtime), cfg.auth, metrics.observe_rpc)
+        users = users_source(cfg.auth) if cfg.auth.enabled else None
+        observe = metrics.observe_rpc
+        servicer = guard_servicer(MessagingServicer(self.runtime), cfg.auth, observe, users=users)
         admission = ClientAdmission(cfg.client_limits, self.runtime.metrics)  # before auth
-        server.add_generic_rpc_handlers((admission.handler(servicer),))
+        server.add_generic_rpc_handlers(
+            (
+                admission.handler(servicer),
+                consume_handler(self.runtime, cfg.auth, admission, observe, users),
+            )
+        )
         address = f"{cfg.bind_host}:{cfg.client_port}"
         try:
             # Server authentication only: the official clients present no certificate.

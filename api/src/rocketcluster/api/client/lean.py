@@ -1,8 +1,10 @@
 """LeanClient: a small asyncio client of the RocketMQ 5 protocol for tools and benchmarks.
 
-Unlike the official client it sends several messages per SendMessage, acknowledges
-in batches, and lets the caller keep many requests in flight on one grpc.aio channel:
-one RPC per message would cap a broker near 3k msgs/s (DESIGN §9).
+Unlike the official client it sends several messages per SendMessage, receives and
+acknowledges in batches — one frame per batch over our ConsumeService (consume.proto),
+falling back to ReceiveMessage/AckMessage against a broker without it — and lets the
+caller keep many requests in flight on one grpc.aio channel: one RPC (or one frame)
+per message would cap a broker near 3k msgs/s (DESIGN §9).
 """
 
 from __future__ import annotations
@@ -15,11 +17,17 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import grpc
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
 
 from rocketcluster.api.auth import SIGNATURE_ALGORITHM
+from rocketcluster.api.client.ack_batcher import AckBatcher
+from rocketcluster.api.client.batch_codec import unpack_messages
+from rocketcluster.api.client.lean_message import ACK_OK, AckEntry, AckStatus, LeanMessage
+from rocketcluster.api.generated import consume_pb2 as cpb
+from rocketcluster.api.generated.consume_pb2_grpc import ConsumeServiceStub
 from rocketcluster.api.tls import ClientTls, grpc_channel
 
 CHANNEL_OPTIONS = [
@@ -30,6 +38,13 @@ CHANNEL_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 1000),
     ("grpc.enable_retries", 0),
 ]
+
+
+# After an UNIMPLEMENTED (a broker without ConsumeService), the official protocol for
+# this long before ConsumeService is tried again.
+OFFICIAL_RECHECK_S = 30.0
+# AckBatch answers that carry per-receipt results (the others fail the whole request).
+_ACK_ANSWERED = frozenset({pb.Code.OK, pb.Code.MULTIPLE_RESULTS})
 
 
 class LeanClientError(RuntimeError):
@@ -70,6 +85,11 @@ class LeanClient:
         self.timeout = timeout
         self._channel = grpc_channel(endpoint, tls, CHANNEL_OPTIONS)
         self._stub = MessagingServiceStub(self._channel)
+        consume = ConsumeServiceStub(self._channel)
+        self._receive_batch = consume.ReceiveBatch
+        self._ack_batch = consume.AckBatch
+        self._acks = AckBatcher(self._send_acks)
+        self._official_until = 0.0
         self._base: tuple[tuple[str, str], ...] = (
             ("x-mq-client-id", self.client_id),
             ("x-mq-language", "PYTHON"),
@@ -150,7 +170,49 @@ class LeanClient:
         poll_ms: int = 0,
         sql: str | None = None,
         tag: str = "*",
-    ) -> list[pb.Message]:
+    ) -> list[LeanMessage]:
+        """Up to ``batch`` messages, waiting up to ``poll_ms`` for the first: one
+        ReceiveBatch (ConsumeService), or ReceiveMessage from a broker without it."""
+        if self._batch_protocol():
+            request = cpb.ReceiveBatchRequest(
+                group=group,
+                topic=topic,
+                batch_size=batch,
+                invisible_ms=invisible_ms,
+                long_polling_ms=poll_ms,
+                sql=sql is not None,
+                expression=sql if sql is not None else tag,
+            )
+            try:
+                reply = await self._receive_batch(
+                    request, metadata=self._metadata, timeout=self.timeout + poll_ms / 1000
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                self._no_batch_protocol()
+            else:
+                code = reply.status.code
+                if code != pb.Code.OK:
+                    if code == pb.Code.MESSAGE_NOT_FOUND:
+                        return []
+                    raise LeanClientError("ReceiveBatch", reply.status)
+                return [
+                    LeanMessage(topic, *packed)
+                    for packed in unpack_messages(reply.records, reply.count)
+                ]
+        return await self._receive_official(group, topic, batch, invisible_ms, poll_ms, sql, tag)
+
+    async def _receive_official(
+        self,
+        group: str,
+        topic: str,
+        batch: int,
+        invisible_ms: int,
+        poll_ms: int,
+        sql: str | None,
+        tag: str,
+    ) -> list[LeanMessage]:
         request = spb.ReceiveMessageRequest(
             group=pb.Resource(name=group),
             message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
@@ -171,24 +233,72 @@ class LeanClient:
             ):
                 raise LeanClientError("ReceiveMessage", response.status)
             if response.HasField("message"):
-                messages.append(response.message)
+                messages.append(LeanMessage.from_pb(response.message))
         return messages
 
-    async def ack(
-        self, group: str, topic: str, messages: Sequence[pb.Message]
-    ) -> list[spb.AckMessageResultEntry]:
-        """Acknowledge ``messages`` in one request; returns the per-entry results."""
+    async def ack(self, group: str, topic: str, messages: Sequence[LeanMessage]) -> list[AckEntry]:
+        """Acknowledge ``messages`` in one request; returns the per-entry results (in
+        the order of ``messages``)."""
+        if not messages:
+            return []
+        if self._batch_protocol():
+            try:
+                answer = await self._acks.ack(group, topic, b"".join([m.receipt for m in messages]))
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                self._no_batch_protocol()
+            else:
+                if not answer.failed and answer.status.code not in _ACK_ANSWERED:
+                    raise LeanClientError("AckBatch", answer.status)
+                entries = [AckEntry(m, ACK_OK) for m in messages]
+                for index, status in answer.failed:
+                    entries[index] = AckEntry(
+                        messages[index], AckStatus(status.code, status.message)
+                    )
+                return entries
+        return await self._ack_official(group, topic, messages)
+
+    async def _ack_official(
+        self, group: str, topic: str, messages: Sequence[LeanMessage]
+    ) -> list[AckEntry]:
         request = spb.AckMessageRequest(
             group=pb.Resource(name=group), topic=pb.Resource(name=topic)
         )
         for msg in messages:
-            request.entries.add(
-                message_id=msg.system_properties.message_id,
-                receipt_handle=msg.system_properties.receipt_handle,
-            )
+            request.entries.add(message_id=msg.message_id, receipt_handle=msg.receipt_handle)
         response = await self._stub.AckMessage(
             request, metadata=self._metadata, timeout=self.timeout
         )
         if response.status.code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS):
             raise LeanClientError("AckMessage", response.status)
-        return list(response.entries)
+        return [
+            AckEntry(e.message_id, AckStatus(e.status.code, e.status.message))
+            for e in response.entries
+        ]
+
+    async def _send_acks(self, group: str, topic: str, receipts: bytes) -> cpb.AckBatchReply:
+        request = cpb.AckBatchRequest(group=group, topic=topic, receipts=receipts)
+        reply: cpb.AckBatchReply = await self._ack_batch(
+            request, metadata=self._metadata, timeout=self.timeout
+        )
+        return reply
+
+    @property
+    def ack_requests(self) -> int:
+        """AckBatch requests made so far (concurrent acks share them)."""
+        return self._acks.requests
+
+    @property
+    def uses_consume_service(self) -> bool:
+        """Whether receive and ack go over ConsumeService right now (False for a while
+        after a broker answered UNIMPLEMENTED)."""
+        return self._batch_protocol()
+
+    def _batch_protocol(self) -> bool:
+        """Whether to try ConsumeService: yes unless the broker lately answered
+        UNIMPLEMENTED (an older broker during a roll; asked again after a while)."""
+        return time.monotonic() >= self._official_until
+
+    def _no_batch_protocol(self) -> None:
+        self._official_until = time.monotonic() + OFFICIAL_RECHECK_S

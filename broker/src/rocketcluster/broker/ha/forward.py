@@ -61,5 +61,18 @@ class Forwarder:
         ):
             yield response
 
+    async def call(
+        self, endpoint: str, path: str, request: Any, reply_type: Any, context: Any
+    ) -> Any:
+        """A unary call of another service on the master's client port (ConsumeService:
+        messaging/consume_service.py), relayed like the MessagingService ones."""
+        call = self._channels.channel(endpoint).unary_unary(
+            path,
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=reply_type.FromString,
+        )
+        remaining = context.time_remaining()
+        return await call(request, metadata=self._metadata(context), timeout=remaining or 10.0)
+
     async def close(self) -> None:
         await self._channels.close()

@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NamedTuple
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
@@ -152,7 +153,9 @@ def _decrement(table: dict[str, int], key: str, amount: int) -> int:
     return max(left, 0)
 
 
-def _reply(response_type: Any, refusal: pb.Status) -> Any:
+def _reply(response_type: Any, status_type: Any, refusal: pb.Status) -> Any:
+    if status_type is not pb.Status:  # another service's Status (code, message)
+        refusal = status_type(code=refusal.code, message=refusal.message)
     return response_type(status=refusal)
 
 
@@ -219,16 +222,25 @@ class ClientAdmission:
                 lambda: [({"limit": k}, float(v)) for k, v in sorted(ledger.refusals.items())],
             )
 
-    def handler(self, servicer: Any) -> grpc.GenericRpcHandler:
+    def handler(
+        self,
+        servicer: Any,
+        service: ServiceDescriptor | None = None,
+        messages: Any = spb,
+        status_type: Any = pb.Status,
+    ) -> grpc.GenericRpcHandler:
         """MessagingService's handlers for ``servicer`` (the methods the generated
-        ``add_MessagingServiceServicer_to_server`` would register), admission first."""
-        service = spb.DESCRIPTOR.services_by_name["MessagingService"]
+        ``add_MessagingServiceServicer_to_server`` would register), admission first.
+        Another service on the client port (``service``, its messages module and its
+        Status type; e.g. ConsumeService) is admitted by the same ledger."""
+        if service is None:
+            service = spb.DESCRIPTOR.services_by_name["MessagingService"]
         handlers: dict[str, grpc.RpcMethodHandler] = {}
         for method in service.methods:
             name = method.name
-            request_type = getattr(spb, method.input_type.name)
-            response_type = getattr(spb, method.output_type.name)
-            reply = functools.partial(_reply, response_type)
+            request_type = getattr(messages, method.input_type.name)
+            response_type = getattr(messages, method.output_type.name)
+            reply = functools.partial(_reply, response_type, status_type)
             inner = getattr(servicer, name)
             decode = _tolerant(request_type.FromString)
             encode = response_type.SerializeToString
@@ -251,7 +263,7 @@ class ClientAdmission:
                     response_serializer=encode,
                 )
             # client streaming: the service has none
-        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+        return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
     def _refused(self, method: str, refusal: Refusal) -> pb.Status:
         if self._observe is not None:

@@ -81,9 +81,15 @@ class ColdReads(Protocol):
 @dataclass(slots=True)
 class Delivery:
     message: StoredMessage
-    handle: str
+    receipt: ReceiptHandle
     attempt: int
     invisible_ms: int
+
+    @property
+    def handle(self) -> str:
+        """The text receipt handle (MessagingService); ConsumeService packs the
+        receipt's fields instead, so it is only encoded when asked for."""
+        return self.receipt.encode()
 
 
 class PopService:
@@ -338,8 +344,8 @@ class PopService:
             state.deliver(offset, attempt, deadline, nonce, client_id, auto_renew)
             if attempt >= group.max_delivery_attempts:
                 self.revive_index.push(deadline, (group.name, topic, qid), offset, nonce)
-            handle = ReceiptHandle(topic, qid, offset, attempt, nonce, deadline).encode()
-            out.append(Delivery(msg, handle, attempt, invisible_ms))
+            receipt = ReceiptHandle(topic, qid, offset, attempt, nonce, deadline)
+            out.append(Delivery(msg, receipt, attempt, invisible_ms))
 
         for offset, attempts in state.redeliverable(now):
             if len(out) >= limit:
@@ -537,6 +543,34 @@ class PopService:
             )
         state.mark_done(handle.queue_offset)
         self._commit(group, handle.topic, handle.queue_id, state)
+
+    def ack_many(
+        self, group: str, topic: TopicSpec, receipts: list[tuple[int, int]]
+    ) -> dict[int, MessagingError]:
+        """Acknowledge (queue id, queue offset) deliveries of one topic, as ``ack`` does
+        each, committing each queue once; returns the failures by index."""
+        failed: dict[int, MessagingError] = {}
+        touched: dict[int, QueueConsumeState] = {}
+        for i, (qid, offset) in enumerate(receipts):
+            state = touched.get(qid)
+            if state is None:
+                if not 0 <= qid < topic.queues:
+                    failed[i] = MessagingError(
+                        Code.INVALID_RECEIPT_HANDLE,
+                        f"receipt names queue {qid} of topic {topic.name!r}, which has "
+                        f"{topic.queues}",
+                    )
+                    continue
+                state = touched[qid] = self.state(group, topic.name, qid)
+            if offset >= state.next_offset:
+                failed[i] = MessagingError(
+                    Code.INVALID_RECEIPT_HANDLE, "receipt names a message never delivered"
+                )
+                continue
+            state.mark_done(offset)
+        for qid, state in touched.items():
+            self._commit(group, topic.name, qid, state)
+        return failed
 
     def change_invisible(self, group: str, topic: str, handle_text: str, invisible_ms: int) -> str:
         """Move the delivery's invisibility deadline; returns the new handle."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar
 
 from rocketcluster.api.auth import AuthProcessConfig, UsersFile, WatchedFile
 from rocketcluster.broker.security.auth import Authenticator
-from rocketcluster.broker.security.guard import AuthGuard, Observe
+from rocketcluster.broker.security.guard import CHECKS, AuthGuard, Check, Observe, Refuse
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,18 @@ def users_source(auth: AuthProcessConfig) -> WatchedFile[Authenticator]:
     )
 
 
-def guard_servicer(servicer: T, auth: AuthProcessConfig, observe: Observe | None = None) -> T:
+def guard_servicer(
+    servicer: T,
+    auth: AuthProcessConfig,
+    observe: Observe | None = None,
+    checks: Mapping[str, Check] = CHECKS,
+    refusal: Refuse | None = None,
+    users: WatchedFile[Authenticator] | None = None,
+) -> T:
     """``servicer`` behind the AK/SK check and ACLs when auth is on; ``servicer``
-    itself otherwise (the plain path pays nothing)."""
+    itself otherwise (the plain path pays nothing). ``checks``/``refusal``: another
+    service's (see AuthGuard); ``users``: a users source to share between services."""
     if not auth.enabled:
         return servicer
-    return AuthGuard(servicer, users_source(auth).get, observe)  # type: ignore[return-value]
+    source = users or users_source(auth)
+    return AuthGuard(servicer, source.get, observe, checks, refusal)  # type: ignore[return-value]

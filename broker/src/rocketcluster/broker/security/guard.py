@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 Check = Callable[[Principal, Any], None]
 Observe = Callable[[str, int, float], None]
+Refuse = Callable[[str, Any, "AuthError"], Any]
 
 
 def _pub_topic(principal: Principal, request: Any) -> None:
@@ -147,10 +148,17 @@ class AuthGuard:
         servicer: Any,
         authenticator: Callable[[], Authenticator],
         observe: Observe | None = None,
+        checks: Mapping[str, Check] = CHECKS,
+        refusal: Refuse | None = None,
     ) -> None:
+        """``checks`` and ``refusal``: another service's methods, ACL checks and refusal
+        answers (ConsumeService: messaging/consume_service.py); MessagingService's
+        by default."""
         self._authenticator = authenticator
         self._observe = observe
-        for method in CHECKS:
+        self._checks = checks
+        self._refusal = refusal or _refusal
+        for method in checks:
             inner = getattr(servicer, method)
             wrapped: Any
             if method in BIDI:
@@ -168,12 +176,12 @@ class AuthGuard:
             authorization, date = _headers(context)
             principal = self._authenticator().authenticate(authorization, date)
             if request is not None:
-                CHECKS[method](principal, request)
+                self._checks[method](principal, request)
             return None
         except AuthError as error:
             if self._observe is not None:
                 self._observe(method, error.code, time.perf_counter() - started)
-            return _refusal(method, request, error)
+            return self._refusal(method, request, error)
 
     def _unary(self, method: str, inner: Any) -> Callable[[Any, Any], Awaitable[Any]]:
         check = self._check

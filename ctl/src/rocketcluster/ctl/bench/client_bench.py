@@ -372,11 +372,22 @@ def transport_limit(
 class CannedServer:
     """The no-work server in its own process (so it does not share our GIL)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, messaging_only: bool = False) -> None:
+        """``messaging_only``: without ConsumeService (LeanClient then falls back)."""
         [host] = allocate(1, [8081], set(), start=240)
         self.endpoint = f"{host}:8081"
+        extra = ["--messaging-only"] if messaging_only else []
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketcluster.broker.canned", "--host", host, "--port", "8081"],
+            [
+                sys.executable,
+                "-m",
+                "rocketcluster.broker.canned",
+                "--host",
+                host,
+                "--port",
+                "8081",
+                *extra,
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -28,6 +28,7 @@ import grpc
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.client.lean import LeanClient, LeanClientError, OutgoingMessage
+from rocketcluster.api.client.lean_message import LeanMessage
 from rocketcluster.ctl.chaos.history import FAIL, INFO, INVOKE, OK, History
 
 log = logging.getLogger("rocketcluster.chaos")
@@ -329,7 +330,7 @@ class Workload:
         process: int,
         cg: str,
         topic: str,
-        got: list[pb.Message],
+        got: list[LeanMessage],
         common: Mapping[str, object],
     ) -> int:
         self.history.append(INVOKE, "ack", process=process, count=len(got), **common)
