@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,57 @@ def kill_timeline(
         ),
         "client_failures": len(fails),
     }
+
+
+class LivenessSampler:
+    """What the controllers' leader saw of the group's brokers while load ran: the
+    oldest heartbeat (seconds since it arrived; a master is judged dead past its
+    heartbeat timeout once its WatchRoles channel is gone) and the fewest open
+    channels. A broker whose heartbeats load starved shows here before it causes an
+    election."""
+
+    def __init__(self, cluster: Cluster, every: float = 0.2) -> None:
+        self.cluster = cluster
+        self.every = every
+        self.oldest_heartbeat_s: dict[int, float] = {}
+        self.fewest_channels: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> LivenessSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            view = self._leader_view()
+            for broker in view:
+                if broker["group"] != self.cluster.group:
+                    continue
+                bid = int(broker["brokerId"])
+                self.oldest_heartbeat_s[bid] = max(
+                    self.oldest_heartbeat_s.get(bid, 0.0), float(broker["secondsSinceHeartbeat"])
+                )
+                self.fewest_channels[bid] = min(
+                    self.fewest_channels.get(bid, 1 << 30), int(broker["channels"])
+                )
+
+    def _leader_view(self) -> list[dict[str, Any]]:
+        for proc in self.cluster.controllers():
+            try:
+                answer = self.cluster.admin_get(proc["addresses"]["admin"], "/v1/cluster")
+            except Exception:
+                continue
+            if answer.get("leader") == answer.get("self"):
+                return list(answer.get("brokers", []))
+        return []
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "oldest_heartbeat_s": {str(b): round(s, 3) for b, s in self.oldest_heartbeat_s.items()},
+            "fewest_channels": {str(b): c for b, c in self.fewest_channels.items()},
+        }

@@ -19,7 +19,7 @@ import httpx
 
 from rocketcluster.ctl.bench.client_bench import TOPIC as BENCH_TOPIC
 from rocketcluster.ctl.bench.client_bench import bench_cluster, lean_produce
-from rocketcluster.ctl.bench.failover_timeline import elections, kill_timeline
+from rocketcluster.ctl.bench.failover_timeline import LivenessSampler, elections, kill_timeline
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.workload import TOPIC, Cluster, Workload, audit, ha_cluster, running
 
@@ -67,7 +67,9 @@ def throughput(directory: Path, seconds: float) -> dict[str, Any]:
                 # Straight to the master, as a Kubernetes Service routes (in the kernel);
                 # the local group endpoint is a userspace proxy, measured beside it.
                 master = cluster.master()["addresses"]["client"]
-                result = _produce_on(master, seconds, TOPIC)
+                with LivenessSampler(cluster) as liveness:
+                    result = _produce_on(master, seconds, TOPIC)
+                result["liveness_under_load"] = liveness.result()
                 via = _produce_on(cluster.endpoints.split(";")[0], seconds, TOPIC)
                 result["via_local_group_endpoint_msgs_per_s"] = via["msgs_per_s"]
                 # Full-speed produce must never make the controllers think the live
