@@ -191,6 +191,11 @@ def bench_replication(out_dir: Path, seconds: float, kills: int, work_dir: Path)
         click.echo(
             f"{name:<24} {row['msgs_per_s']:>10,.0f} msgs/s  p99 {row['p99_ms']:.1f} ms"
             + (f"  lag p50 {lag['p50']:,.0f} B max {lag['max']:,.0f} B" if lag else "")
+            + (
+                f"  elections {row['elections_under_load']}"
+                if "elections_under_load" in row
+                else ""
+            )
         )
     fo = result.get("failover")
     if fo is None:
@@ -198,7 +203,8 @@ def bench_replication(out_dir: Path, seconds: float, kills: int, work_dir: Path)
         return
     click.echo(
         f"failover over {fo['kills']} master kills: recovery p50 {fo['recovery_p50_s']:.2f} s, "
-        f"max {fo['recovery_max_s']:.2f} s; acknowledged {fo['acknowledged']:,}, "
+        f"max {fo['recovery_max_s']:.2f} s; gap in acks p50 {fo['ack_gap_p50_s']:.2f} s, "
+        f"max {fo['ack_gap_max_s']:.2f} s; acknowledged {fo['acknowledged']:,}, "
         f"lost {fo['lost']}, at two offsets {fo['delivered_at_two_offsets']}"
     )
     click.echo(f"results: {path}")

@@ -4,12 +4,15 @@ One TCP proxy per broker group listens on a stable address and forwards each cli
 connection to the group's current master, which it learns from the controllers. When
 another broker becomes master, it closes the connections it holds to the old one so
 clients reconnect — to the new master — at once; a connection arriving while the
-group has no master waits for one instead of being refused (a refused connection
-would put the client's gRPC channel into its reconnect backoff), and is never closed
-while it waits. A group without a master for a moment (a switchover: deposed, then
-the designated slave elected) keeps its connections: the old master holds the
-requests and forwards them to the new one, as it would behind a Kubernetes Service;
-only a group left without a master for longer has them closed.
+group has no master, or while its master refuses connections (killed, not replaced
+yet), waits for one instead of being refused (a refused connection would put the
+client's gRPC channel into its reconnect backoff), and is never closed while it waits;
+a master killed while the proxy connected to it (the connection accepted, then reset
+before it answered) is replaced and the client's bytes replayed to the next one. A
+group without a master for a moment (a switchover: deposed, then the designated slave
+elected) keeps its connections: the old master holds the requests and forwards them to
+the new one, as it would behind a Kubernetes Service; only a group left without a
+master for longer has them closed.
 
 ``python -m rocketcluster.ctl.local.proxy --config FILE``
 """
@@ -22,6 +25,7 @@ import contextlib
 import json
 import logging
 import signal
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,8 @@ log = logging.getLogger("rocketcluster.proxy")
 POLL_S = 0.1
 WAIT_FOR_MASTER_S = 15.0
 NO_MASTER_GRACE_S = 0.5
+RETRY_CONNECT_S = 0.05
+REPLAY_LIMIT = 1 << 20
 BUFFER = 1 << 16
 
 
@@ -45,8 +51,8 @@ class GroupProxy:
         self.listen = listen
         self.master: str | None = None
         self.changed = asyncio.Event()
-        # Piped connections: the client's writer -> (upstream endpoint, upstream writer).
-        self._links: dict[asyncio.StreamWriter, tuple[str, asyncio.StreamWriter]] = {}
+        # Piped connections, by the client's writer.
+        self._links: dict[asyncio.StreamWriter, _Link] = {}
         self._masterless: asyncio.TimerHandle | None = None
         self.switches = 0
 
@@ -70,61 +76,142 @@ class GroupProxy:
 
     def _close_links(self, keep: str | None) -> None:
         """Close the piped connections not going to ``keep``: their clients reconnect,
-        through us, to the master (or wait here for one)."""
+        through us, to the master (or wait here for one). One whose upstream has not
+        answered yet loses only its upstream: it is replayed to the next master."""
         self._masterless = None
-        for writer, (upstream, upstream_writer) in list(self._links.items()):
-            if upstream != keep:
-                writer.close()
-                upstream_writer.close()
+        for writer, link in list(self._links.items()):
+            if link.master != keep:
+                if link.replay is None:
+                    writer.close()
+                link.upstream.close()
 
-    async def _wait_master(self) -> str | None:
-        deadline = asyncio.get_running_loop().time() + WAIT_FOR_MASTER_S
-        while self.master is None:
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                return None
+    async def _wait_change(self, deadline: float, at_most: float | None = None) -> None:
+        """Until the master changes, ``at_most`` seconds pass or ``deadline``."""
+        left = deadline - asyncio.get_running_loop().time()
+        if at_most is not None:
+            left = min(left, at_most)
+        if left > 0:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(left):
                     await self.changed.wait()
-        return self.master
+
+    async def _connect(
+        self, deadline: float
+    ) -> tuple[str, asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A connection to the current master, waited for until ``deadline``.
+
+        A master that refuses the connection is dead (a SIGKILL closes its port at
+        once) and its replacement is typically a few hundred milliseconds away: the
+        client's connection is held here meanwhile, retried on the next master change
+        or every RETRY_CONNECT_S. Closing it instead would count as a failed connect
+        attempt and put the client's gRPC channel into its reconnect backoff (1 s),
+        which was most of the failover time a client saw."""
+        loop = asyncio.get_running_loop()
+        while loop.time() < deadline:
+            master = self.master
+            if master is None:
+                await self._wait_change(deadline)
+                continue
+            host, _, port = master.rpartition(":")
+            try:
+                up_reader, up_writer = await asyncio.open_connection(host, int(port))
+            except OSError:
+                if master == self.master:
+                    await self._wait_change(deadline, RETRY_CONNECT_S)
+                continue
+            if master == self.master:
+                return master, up_reader, up_writer
+            up_writer.close()  # the master changed while we connected
+        return None
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        upstream_writer: asyncio.StreamWriter | None = None
+        link: _Link | None = None
         try:
-            while True:
-                master = await self._wait_master()
-                if master is None:
-                    return
-                host, _, port = master.rpartition(":")
-                try:
-                    up_reader, upstream_writer = await asyncio.open_connection(host, int(port))
-                except OSError:
-                    return
-                if master == self.master:
-                    break
-                upstream_writer.close()  # the master changed while we connected
-            self._links[writer] = (master, upstream_writer)
-            await asyncio.gather(_pipe(reader, upstream_writer), _pipe(up_reader, writer))
+            deadline = asyncio.get_running_loop().time() + WAIT_FOR_MASTER_S
+            connected = await self._connect(deadline)
+            if connected is None:
+                return
+            master, up_reader, upstream = connected
+            link = self._links[writer] = _Link(master, upstream, deadline)
+            await asyncio.gather(
+                _to_upstream(reader, link), self._to_client(up_reader, writer, link)
+            )
         finally:
             self._links.pop(writer, None)
-            for w in (writer, upstream_writer):
-                if w is not None:
-                    w.close()
+            writer.close()
+            if link is not None:
+                link.upstream.close()
+
+    async def _to_client(
+        self, up_reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link
+    ) -> None:
+        """Upstream bytes to the client. An upstream that closes before it answered
+        anything (a master killed while the proxy connected to it: its kernel accepted
+        the connection, then reset it) is replaced by the next master, and what the
+        client sent is replayed there: the client sees one slow connection, not a
+        failed one and the reconnect backoff that follows."""
+        try:
+            while True:
+                try:
+                    data = await up_reader.read(BUFFER)
+                except (ConnectionError, OSError):
+                    data = b""
+                if data:
+                    link.replay = None  # answered: from here on a plain pipe
+                    writer.write(data)
+                    await writer.drain()
+                    continue
+                if link.replay is None or writer.is_closing():
+                    return
+                if link.master == self.master:  # not replaced yet: no busy loop on it
+                    await self._wait_change(link.deadline, RETRY_CONNECT_S)
+                connected = await self._connect(link.deadline)
+                if connected is None or writer.is_closing():
+                    if connected is not None:
+                        connected[2].close()
+                    return
+                link.upstream.close()
+                link.master, up_reader, link.upstream = connected
+                link.upstream.write(bytes(link.replay))
+                log.info("group %s: replayed a connection to %s", self.group, link.master)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
 
     async def serve(self) -> asyncio.Server:
         host, _, port = self.listen.rpartition(":")
         return await asyncio.start_server(self.handle, host, int(port), reuse_address=True)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+@dataclass
+class _Link:
+    """A piped connection: its upstream, and while the upstream has not answered yet,
+    every byte the client sent (to replay on another master if this one dies first)."""
+
+    master: str
+    upstream: asyncio.StreamWriter
+    deadline: float  # (loop time) no replay after this: the client's connection closes
+    replay: bytearray | None = field(default_factory=bytearray)
+
+
+async def _to_upstream(reader: asyncio.StreamReader, link: _Link) -> None:
+    """Client bytes to the current upstream. A write to an upstream that just died is
+    lost on purpose: ``_to_client`` replays it, or closes the client's connection."""
     try:
         while data := await reader.read(BUFFER):
-            writer.write(data)
-            await writer.drain()
+            if link.replay is not None:
+                link.replay += data
+                if len(link.replay) > REPLAY_LIMIT:
+                    link.replay = None  # too much to hold: a plain pipe
+            upstream = link.upstream
+            upstream.write(data)
+            with contextlib.suppress(ConnectionError, OSError):
+                await upstream.drain()
     except (ConnectionError, OSError):
         pass
     finally:
-        writer.close()
+        link.upstream.close()
 
 
 async def _masters(
