@@ -92,6 +92,7 @@ def _container_processes(cluster: OperatedCluster, pod: str) -> list[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.images("broker", "controller", "operator")
 @pytest.mark.timeout(1200)  # building the images on a fresh machine is part of it
 def test_pods_run_from_their_images_and_a_killed_master_loses_nothing(
     image_cluster: OperatedCluster, tmp_path: Path

@@ -125,6 +125,7 @@ def working_container(image: str, suffix: str) -> AbstractContextManager[str]:
     return buildah_container(image, f"rc-test-{os.getpid()}-{suffix}")
 
 
+@pytest.mark.images("broker")
 def test_the_broker_image_carries_its_labels_and_runs_as_the_pods_user(
     broker_image: Built,
 ) -> None:
@@ -138,6 +139,7 @@ def test_the_broker_image_carries_its_labels_and_runs_as_the_pods_user(
     assert info.env["PYTHONDONTWRITEBYTECODE"] == "1" and info.env["HOME"] == "/tmp"
 
 
+@pytest.mark.images("broker")
 def test_rocketctl_help_runs_inside_the_broker_image(broker_image: Built) -> None:
     with working_container(broker_image.plan.tag, "ctl") as container:
         helped = tools.run(run_argv(container, ["rocketctl", "--help"]), timeout=300)
@@ -174,6 +176,7 @@ def _written_since(rootfs: Path, since: float, allowed: set[str]) -> list[str]:
     return sorted(changed)
 
 
+@pytest.mark.images("broker")
 def test_a_standalone_broker_in_the_image_serves_the_official_client(
     broker_image: Built, tmp_path: Path
 ) -> None:
@@ -270,6 +273,7 @@ def registry(tmp_path: Path) -> Iterator[str]:
             proc.wait()
 
 
+@pytest.mark.images("broker")
 def test_the_broker_image_is_archived_and_pushed_with_its_labels(
     broker_image: Built, registry: str, tmp_path: Path
 ) -> None:
