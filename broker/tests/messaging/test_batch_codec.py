@@ -44,6 +44,11 @@ def test_messages_round_trip_with_the_commit_logs_property_encoding() -> None:
         (i, 10 + i, 1) for i in range(3)
     ]
     msg = LeanMessage("t", *packed[1])
+    parts = []  # the stored message's own queue and offset, when they are not the receipt's
+    pack_message(parts, 1, 2, 1, 0, 0, 0, 0, b"", b"", message_queue_id=5, message_queue_offset=9)
+    [other] = unpack_messages(b"".join(parts), 1)
+    assert (other.queue_id, other.queue_offset) == (5, 9)
+    assert decode_handle(receipt_text(other.receipt, "t"))[1:3] == (1, 2)
     assert (msg.message_id, msg.tag, msg.keys, msg.message_group) == ("ID1", "t", ["a", "b"], "g")
     assert msg.user_properties == {"u": "v"}
     assert msg.system_properties.queue_offset == 11

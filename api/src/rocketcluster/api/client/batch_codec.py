@@ -15,9 +15,11 @@ frame (DESIGN §9). Layout, big-endian::
     33  ...  (end of the receipt at 37)
     37  u64  born timestamp, ms
     45  u64  store timestamp, ms
-    53  u32  properties length
-    57  u32  body length
-    61  ...  properties, then body
+    53  u32  queue id of the stored message     (as MessagingService's queue_id and
+    57  u64  queue offset of the stored message  queue_offset: the record's own)
+    65  u32  properties length
+    69  u32  body length
+    73  ...  properties, then body
 
 The text receipt handle (for ChangeInvisibleDuration or an AckMessage to a broker
 without ConsumeService) is base64url(receipt + topic + CRC32 of both), as the broker's
@@ -34,9 +36,9 @@ from typing import Final, NamedTuple
 
 RECEIPT: Final = struct.Struct(">BIQIQQ")
 RECEIPT_VERSION: Final = 1
-HEADER: Final = struct.Struct(">BIQIQQQQII")
+HEADER: Final = struct.Struct(">BIQIQQQQIQII")
 RECEIPT_SIZE: Final = RECEIPT.size  # 37
-HEADER_SIZE: Final = HEADER.size  # 61
+HEADER_SIZE: Final = HEADER.size  # 73
 
 NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
@@ -72,8 +74,11 @@ def pack_message(
     store_ms: int,
     properties: bytes,
     body: bytes,
+    message_queue_id: int | None = None,
+    message_queue_offset: int | None = None,
 ) -> None:
-    """Append one message's parts to ``out`` (joined once per batch by the caller)."""
+    """Append one message's parts to ``out`` (joined once per batch by the caller);
+    the stored message's queue id and offset are the receipt's unless given."""
     out.append(
         HEADER.pack(
             RECEIPT_VERSION,
@@ -84,6 +89,8 @@ def pack_message(
             deadline_ms,
             born_ms,
             store_ms,
+            queue_id if message_queue_id is None else message_queue_id,
+            queue_offset if message_queue_offset is None else message_queue_offset,
             len(properties),
             len(body),
         )
@@ -102,7 +109,9 @@ def unpack_messages(records: bytes, count: int) -> Iterator[PackedMessage]:
     for _ in range(count):
         if pos + HEADER_SIZE > end:
             raise MalformedBatch("truncated header", pos)
-        _v, qid, qoff, attempt, _nonce, _deadline, born, store, plen, blen = unpack(view, pos)
+        _v, _rq, _ro, attempt, _nonce, _deadline, born, store, qid, qoff, plen, blen = unpack(
+            view, pos
+        )
         props_at = pos + HEADER_SIZE
         body_at = props_at + plen
         nxt = body_at + blen

@@ -171,6 +171,8 @@ class ConsumeServicer:
                         r.deadline_ms,
                         msg.born_timestamp,
                         msg.store_timestamp,
+                        msg.queue_id,
+                        msg.queue_offset,
                         len(props),
                         len(body),
                     )
