@@ -35,7 +35,6 @@ from rocketcluster.api.tls import ClientTls, TlsFiles, admin_scheme, http_verify
 from rocketcluster.ctl.local.addresses import allocate
 from rocketcluster.ctl.local.auth import prepare_local_auth
 from rocketcluster.ctl.local.plan import ProcessPlan, ProxyConfig, hosts_needed, plan_cluster
-from rocketcluster.ctl.local.tls import issue_local_tls
 
 STATE_FILE = "cluster.json"
 READY_TIMEOUT_S = 90.0
@@ -133,7 +132,13 @@ class LocalRuntime:
             overrides = {"auth": auth, **(overrides or {})}
             controller_overrides = {"auth": auth, **(controller_overrides or {})}
         plans = plan_cluster(cluster, self.directory, hosts, overrides, controller_overrides)
-        tls = issue_local_tls(self.directory, plans) if cluster.spec.security.tls.enabled else None
+        tls = None
+        if cluster.spec.security.tls.enabled:
+            # Imported here: it needs `cryptography`, which the broker image (whose
+            # rocketctl only talks to a running cluster) does not carry.
+            from rocketcluster.ctl.local.tls import issue_local_tls
+
+            tls = issue_local_tls(self.directory, plans)
         for plan in plans:
             if auth is not None and isinstance(plan.config, ProxyConfig):
                 plan.config.admin_token_file = str(auth.admin_token_file)
