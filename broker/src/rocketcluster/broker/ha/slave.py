@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 import grpc
 
@@ -39,9 +39,6 @@ CHANNEL_OPTIONS = [
 IDLE_TIMEOUT_S = 5.0
 RETRY_S = 0.2
 STOP_RECANCEL_S = 0.5
-# Queued in the outbox in place of an ack: the ack is made, with the newest offset,
-# when gRPC takes it (see _Outbox).
-_ACK: Final = "ack"
 
 
 class HASlave:
@@ -149,11 +146,15 @@ class HASlave:
             which = message.WhichOneof("body")
             if which == "data":
                 self._apply(message.data)
-                outbox.ack(clog.write_offset)
+                outbox.queue.put_nowait(
+                    hpb.SlaveMessage(ack=hpb.SlaveAck(max_offset=clog.write_offset))
+                )
             elif which == "heartbeat":
                 self._confirm(message.heartbeat.confirm_offset)
                 self.master_max_offset = message.heartbeat.master_max_offset
-                outbox.ack(clog.write_offset)
+                outbox.queue.put_nowait(
+                    hpb.SlaveMessage(ack=hpb.SlaveAck(max_offset=clog.write_offset))
+                )
             elif which == "metadata":
                 self._on_metadata(json.loads(message.metadata.json))
 
@@ -198,24 +199,10 @@ class _Outbox:
     """The slave's side of the Replicate stream: what is queued goes out. A plain
     async iterator, not an async generator: gRPC closes a generator from its own
     task when the call ends, and closing one that is waiting on the queue fails
-    ("aclose(): asynchronous generator is already running") in a task nobody awaits.
-
-    Acks coalesce: at most one waits in the queue, and it carries the newest offset
-    when gRPC takes it. Offsets only grow while following, so the newest says all
-    the older ones did, and frames that arrive while gRPC is still writing the last
-    ack cost no ack of their own."""
+    ("aclose(): asynchronous generator is already running") in a task nobody awaits."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[hpb.SlaveMessage | str | None] = asyncio.Queue()
-        self._ack_queued = False
-        self._ack_offset = 0
-
-    def ack(self, offset: int) -> None:
-        """Ack everything below ``offset`` (with the next message gRPC takes)."""
-        self._ack_offset = offset
-        if not self._ack_queued:
-            self._ack_queued = True
-            self.queue.put_nowait(_ACK)
+        self.queue: asyncio.Queue[hpb.SlaveMessage | None] = asyncio.Queue()
 
     def close(self) -> None:
         """End the stream: gRPC's task feeding it finishes instead of being left
@@ -229,7 +216,4 @@ class _Outbox:
         message = await self.queue.get()
         if message is None:
             raise StopAsyncIteration
-        if isinstance(message, str):  # _ACK
-            self._ack_queued = False
-            return hpb.SlaveMessage(ack=hpb.SlaveAck(max_offset=self._ack_offset))
         return message
