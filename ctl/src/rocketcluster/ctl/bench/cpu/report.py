@@ -99,9 +99,14 @@ def lines(result: dict[str, Any]) -> list[str]:
     out.append(f"elections during load: {result['elections_during_load']} (must be 0)")
     fo = result.get("failover")
     if fo:
+        # What the client saw: with no failed send the "recovery" after a failure is 0,
+        # so the longest gap between acknowledgements around each kill is the measure.
         out.append(
-            f"failover over {fo['kills']} master kills: recovery p50 {fo['recovery_p50_s']:.2f} s, "
-            f"max {fo['recovery_max_s']:.2f} s (goal p50 <= 0.5, max <= 1); lost {fo['lost']}"
+            f"failover over {fo['kills']} master kills: gap in acknowledgements "
+            f"p50 {fo['ack_gap_p50_s']:.2f} s, max {fo['ack_gap_max_s']:.2f} s "
+            f"(goal p50 <= 0.5, max <= 1); client errors {fo['client_errors']}, "
+            f"recovery after an error p50 {fo['recovery_p50_s']:.2f} s, "
+            f"max {fo['recovery_max_s']:.2f} s; lost {fo['lost']}"
         )
     for case, prof in result.get("profiles", {}).items():
         for role, path in prof["files"].items():
