@@ -1,7 +1,7 @@
 """Per-process CPU µs per message of a 3-replica sync 2-of-3 group under the lean
 client (issue #18, SLAVE part): a quick before/after loop, not a benchmark of record.
 
-    python3 -m uv run --frozen python scripts/replication_cpu.py [seconds] [--spy DIR]
+    python3 -m uv run --frozen python scripts/replication_cpu.py [seconds] [--spy DIR] [--syscalls]
 
 Starts ``ha_cluster(mode="sync")`` with ``running()``, drives the master with
 ``lean_produce`` for ``seconds``, reads utime+stime of every broker from
@@ -51,6 +51,20 @@ def self_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+SYSCALLS = ("sendmsg", "recvmsg", "write", "read", "epoll_wait")
+
+
+def perf_counts(path: Path, msgs: int) -> dict[str, float]:
+    """``perf stat -x ,`` output: per syscall, how many per 1000 messages."""
+    out: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[2].startswith("syscalls:sys_enter_"):
+            count = int(fields[0]) if fields[0].isdigit() else 0
+            out[fields[2].removeprefix("syscalls:sys_enter_")] = round(count / msgs * 1000, 1)
+    return out
+
+
 def main() -> None:
     args = sys.argv[1:]
     spy = None
@@ -58,6 +72,12 @@ def main() -> None:
         i = args.index("--spy")
         spy = Path(args[i + 1])
         del args[i : i + 2]
+    # --syscalls: count each broker's socket syscalls during the load with ``perf
+    # stat`` (kernel tracepoints, next to no overhead): how many stream writes and
+    # reads — HA frames and acks, mostly — a message costs.
+    syscalls = "--syscalls" in args
+    if syscalls:
+        args.remove("--syscalls")
     seconds = float(args[0]) if args else 10.0
     with (
         tempfile.TemporaryDirectory(prefix="repcpu-") as tmp,
@@ -101,6 +121,20 @@ def main() -> None:
         idle = {n: (cpu_s(p) - idle0[n]) / IDLE_S for n, p in pids.items()}
         before = {n: cpu_s(p) for n, p in pids.items()}
         tbefore = {n: threads_cpu(p) for n, p in pids.items()}
+        if syscalls:
+            for name, pid in pids.items():
+                events = ",".join(f"syscalls:sys_enter_{c}" for c in SYSCALLS)
+                counted = str(Path(tmp) / f"perf-{name}.txt")
+                spies.append(
+                    subprocess.Popen(
+                        [
+                            *("perf", "stat", "-x", ",", "-e", events, "-p", str(pid)),
+                            *("-o", counted, "sleep", str(seconds)),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
         client_before = self_cpu()
         result = asyncio.run(lean_produce(endpoint, seconds, TOPIC))
         client_used = self_cpu() - client_before
@@ -127,6 +161,10 @@ def main() -> None:
                 for t, v in tafter[n].items()
                 if v - tbefore[n].get(t, 0.0) > 0
             }
+            if syscalls:
+                out[f"{roles[n]}:{n}:syscalls_per_1000_msgs"] = perf_counts(
+                    Path(tmp) / f"perf-{n}.txt", msgs
+                )
         print(json.dumps(out, indent=1))
 
 
