@@ -35,6 +35,12 @@ from rocketcluster.broker.store import MessageStore, PutStatus
 log = logging.getLogger(__name__)
 
 BATCH_BYTES = 1 << 20
+# While a slave has not acked this stream's last frame, what the master appends waits
+# to go out in one frame with what follows — unless this much is pending already (a
+# slave catching up streams back to back). Frames, and the slave's acks, then follow
+# the slave's pace instead of one per put: at low load a frame's ack is back before
+# the next put and nothing waits; under load several puts share a frame.
+COALESCE_BYTES = 256 << 10
 IDLE_HEARTBEAT_S = 0.5
 UPKEEP_S = 0.2
 
@@ -67,6 +73,8 @@ class SlaveState:
     # slave reconnects before the master notices that the old stream died; when the
     # old one finally ends (or a late ack arrives on it) it must not touch this state.
     stream: int = 0
+    # This slave's stream waits for its ack before the next frame (_read_acks wakes it).
+    awaiting_ack: bool = False
 
 
 @dataclass
@@ -344,10 +352,12 @@ class HAMaster:
             reply.truncate_to,
         )
         last_meta = last_beat = 0.0
+        sent_end = position  # the end of the last data frame sent on this stream
         try:
             while self.active and not acks.done() and slave.stream == stream:
                 clog = self.store.commitlog
-                if position < clog.committed_offset:
+                pending = clog.committed_offset - position
+                if pending > 0 and (slave.ack_offset >= sent_end or pending >= COALESCE_BYTES):
                     data = self._next_data(position)
                     epoch = self._epoch_of(position)
                     yield hpb.MasterMessage(
@@ -361,6 +371,7 @@ class HAMaster:
                         )
                     )
                     position += len(data)
+                    sent_end = position
                     self.replicated_bytes += len(data)
                     last_beat = time.monotonic()  # a frame carries the confirm offset too
                     continue
@@ -370,10 +381,14 @@ class HAMaster:
                     yield hpb.MasterMessage(
                         metadata=hpb.Metadata(json=json.dumps(self._metadata()))
                     )
+                    continue  # look again: a write or an ack during the yield is not lost
                 self._data_ready.clear()
-                # Woken by a write, a handover, a demotion or the upkeep tick (every
-                # UPKEEP_S): no timeout of its own, which cost a timer per frame.
+                # Woken by a write, a handover, a demotion, the upkeep tick (every
+                # UPKEEP_S) or, while data waits for it, this slave's ack: no timeout
+                # of its own, which cost a timer per frame.
+                slave.awaiting_ack = pending > 0
                 await self._data_ready.wait()
+                slave.awaiting_ack = False
                 if (
                     position >= self.store.commitlog.committed_offset
                     and time.monotonic() - last_beat >= IDLE_HEARTBEAT_S
@@ -420,6 +435,8 @@ class HAMaster:
                     slave.caught_up_at = time.monotonic()
                 slave.last_master_max = self.store.commitlog.committed_offset
                 self._recompute()
+                if slave.awaiting_ack:
+                    self._data_ready.set()  # the next frame may go
                 watch = self._ack_watch
                 if watch and watch[0] == slave.broker_id and slave.ack_offset >= watch[1]:
                     self._wake_ack_watch()
