@@ -40,6 +40,9 @@ def test_round_trip_keeps_every_field() -> None:
     assert out.properties["color"] == "red"
     assert out.sys_flag == record.SysFlag.FIFO and out.born_timestamp == 12
     assert out.store_timestamp == 99 and out.tags_code == record.tags_code("tagA")
+    # The properties travel on as the record's own bytes (ConsumeService sends them).
+    assert out.raw_properties == msg.properties
+    assert record.decode_properties(out.raw_properties) == out.properties
 
 
 def test_record_at_the_wrong_position_is_rejected() -> None:

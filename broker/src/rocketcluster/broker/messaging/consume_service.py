@@ -27,7 +27,6 @@ from rocketcluster.api.client.batch_codec import (
     RECEIPT,
     RECEIPT_SIZE,
     RECEIPT_VERSION,
-    encode_properties,
 )
 from rocketcluster.api.generated import consume_pb2 as cpb
 from rocketcluster.api.names import group_name_problem
@@ -159,7 +158,7 @@ class ConsumeServicer:
             for d in deliveries:  # the one per-message loop: a pack and three appends
                 msg = d.message
                 r = d.receipt
-                props = encode_properties(msg.properties)
+                props = msg.raw_properties  # as stored: no decode, no re-encode
                 body = msg.body
                 add(
                     pack(

@@ -160,7 +160,11 @@ class MessageToStore:
 
 @dataclass(slots=True)
 class StoredMessage:
-    """A record decoded from the commit log."""
+    """A record decoded from the commit log.
+
+    The properties stay encoded (``raw_properties``, RocketMQ's name \\x01 value \\x02
+    form) until something asks for them: ConsumeService sends those bytes unchanged,
+    so a consumed message costs no decode to a dict and no encode back (DESIGN §9)."""
 
     topic: str
     queue_id: int
@@ -169,12 +173,20 @@ class StoredMessage:
     size: int
     body: bytes
     body_crc: int
-    properties: dict[str, str]
+    raw_properties: bytes
     tags_code: int
     sys_flag: int
     born_timestamp: int
     store_timestamp: int
     _keys: tuple[str, ...] | None = field(default=None, repr=False)
+    _properties: dict[str, str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The properties, decoded on first use."""
+        if self._properties is None:
+            self._properties = decode_properties(self.raw_properties)
+        return self._properties
 
     @property
     def msg_id(self) -> str:
@@ -393,7 +405,7 @@ def decode(view: memoryview | bytes, pos: int = 0) -> StoredMessage:
     p = pos + HEADER_SIZE
     topic = bytes(view[p : p + tl]).decode()
     p += tl
-    props = decode_properties(bytes(view[p : p + pl]))
+    props = bytes(view[p : p + pl])
     p += pl
     body = bytes(view[p : p + bl])
     return StoredMessage(
@@ -404,7 +416,7 @@ def decode(view: memoryview | bytes, pos: int = 0) -> StoredMessage:
         size=total,
         body=body,
         body_crc=body_crc,
-        properties=props,
+        raw_properties=props,
         tags_code=tags,
         sys_flag=flag,
         born_timestamp=born,
