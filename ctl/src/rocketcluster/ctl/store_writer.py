@@ -54,10 +54,13 @@ async def run(root: Path, writers: int, batch: int, run_tag: str) -> None:
             ]
             n += batch
             result = await store.put_batch(msgs)
-            if result.ok:
-                end = result.records[-1].physical_offset + result.records[-1].size
-                sys.stdout.write("".join(f"ACK {m.msg_id} {end}\n" for m in msgs))
-                sys.stdout.flush()
+            if not result.ok:
+                # A refused put (a full disk, say) is never retried in a loop that
+                # would spin without yielding: the writer stops and says why.
+                raise SystemExit(f"put refused: {result.status.value}: {result.reason}")
+            end = result.records[-1].physical_offset + result.records[-1].size
+            sys.stdout.write("".join(f"ACK {m.msg_id} {end}\n" for m in msgs))
+            sys.stdout.flush()
 
     await asyncio.gather(*(writer(w) for w in range(writers)))
 
