@@ -33,11 +33,13 @@ from rocketcluster.api.names import group_name_problem
 from rocketcluster.api.users import Action
 from rocketcluster.broker.messaging.admission import ClientAdmission
 from rocketcluster.broker.messaging.codes import Code, MessagingError
-from rocketcluster.broker.messaging.filters import FilterSyntaxError
 from rocketcluster.broker.messaging.service import (
-    DEADLINE_MARGIN_S,
     MAX_BATCH,
+    checked_batch,
+    checked_invisible_ms,
     client_id_of,
+    long_poll_seconds,
+    receive_filter,
     topic_named,
 )
 from rocketcluster.broker.security import guard_servicer
@@ -110,32 +112,12 @@ class ConsumeServicer:
             rt = self._rt
             group = rt.registry.require_group(request.group)
             topic = rt.registry.require_topic(request.topic)
-            try:
-                if request.sql:
-                    flt = rt.filters.get("SQL", request.expression)
-                else:
-                    flt = rt.filters.get("TAG", request.expression or "*")
-            except FilterSyntaxError as exc:
-                raise MessagingError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from exc
-            tuning = rt.tuning
-            invisible_ms = 0
-            if not request.auto_renew:
-                invisible_ms = request.invisible_ms
-                if not tuning.min_invisible_ms <= invisible_ms <= tuning.max_invisible_ms:
-                    raise MessagingError(
-                        Code.ILLEGAL_INVISIBLE_TIME,
-                        f"invisible duration must be within [{tuning.min_invisible_ms}, "
-                        f"{tuning.max_invisible_ms}] ms",
-                    )
-            batch = request.batch_size
-            if not 0 < batch <= MAX_BATCH:
-                raise MessagingError(
-                    Code.BAD_REQUEST, f"batch size must be within [1, {MAX_BATCH}], not {batch}"
-                )
-            wait = min(max(request.long_polling_ms, 0), tuning.long_polling_max_ms) / 1000
-            remaining = context.time_remaining()
-            if remaining is not None:
-                wait = min(wait, max(0.0, remaining - DEADLINE_MARGIN_S))
+            flt = receive_filter(
+                rt, request.sql, request.expression or ("" if request.sql else "*")
+            )
+            invisible_ms = checked_invisible_ms(rt, request.auto_renew, request.invisible_ms)
+            batch = checked_batch(request.batch_size)
+            wait = long_poll_seconds(rt, request.long_polling_ms, context)
             rt.clients.touch(client_id, group=group.name)
             deliveries = await rt.pop.receive(
                 group,

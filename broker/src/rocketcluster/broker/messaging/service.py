@@ -36,6 +36,48 @@ R = TypeVar("R")
 DEFAULT_BATCH = 32
 MAX_BATCH = 1024
 DEADLINE_MARGIN_S = 0.3
+
+
+def receive_filter(rt: MessagingRuntime, sql: bool, expression: str) -> Any:
+    """The filter of a receive request (ReceiveMessage and ConsumeService.ReceiveBatch)."""
+    try:
+        return rt.filters.get("SQL" if sql else "TAG", expression)
+    except FilterSyntaxError as exc:
+        raise MessagingError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from exc
+
+
+def checked_invisible_ms(rt: MessagingRuntime, auto_renew: bool, invisible_ms: int) -> int:
+    """A receive's invisible time, within the broker's bounds (0 when auto-renewed)."""
+    if auto_renew:
+        return 0
+    tuning = rt.tuning
+    if not tuning.min_invisible_ms <= invisible_ms <= tuning.max_invisible_ms:
+        raise MessagingError(
+            Code.ILLEGAL_INVISIBLE_TIME,
+            f"invisible duration must be within [{tuning.min_invisible_ms}, "
+            f"{tuning.max_invisible_ms}] ms",
+        )
+    return invisible_ms
+
+
+def checked_batch(batch: int) -> int:
+    if not 0 < batch <= MAX_BATCH:
+        raise MessagingError(
+            Code.BAD_REQUEST, f"batch size must be within [1, {MAX_BATCH}], not {batch}"
+        )
+    return batch
+
+
+def long_poll_seconds(rt: MessagingRuntime, long_polling_ms: int, context: Any) -> float:
+    """How long a receive may wait for messages: the client's wish, capped by the
+    broker and by the call's own deadline (minus a margin to answer in time)."""
+    wait = min(max(long_polling_ms, 0), rt.tuning.long_polling_max_ms) / 1000
+    remaining = context.time_remaining()
+    if remaining is not None:
+        wait = min(wait, max(0.0, remaining - DEADLINE_MARGIN_S))
+    return wait
+
+
 # RPCs that change what the master holds: during a handover they wait at the write gate
 # (ha/handover.py), and only then is it decided whether to handle or forward them.
 GATED_RPCS = frozenset(
@@ -333,28 +375,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             group = rt.registry.require_group(request.group.name)
             topic = rt.registry.require_topic(request.message_queue.topic.name)
             expression = request.filter_expression
-            try:
-                flt = rt.filters.get(
-                    "SQL" if expression.type == pb.FilterType.SQL else "TAG", expression.expression
-                )
-            except FilterSyntaxError as exc:
-                raise MessagingError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from exc
-            invisible_ms = 0
-            if not request.auto_renew:
-                invisible_ms = duration_ms(request.invisible_duration)
-                tuning = rt.tuning
-                if not tuning.min_invisible_ms <= invisible_ms <= tuning.max_invisible_ms:
-                    raise MessagingError(
-                        Code.ILLEGAL_INVISIBLE_TIME,
-                        f"invisible duration must be within [{tuning.min_invisible_ms}, "
-                        f"{tuning.max_invisible_ms}] ms",
-                    )
-            batch = request.batch_size or DEFAULT_BATCH
-            if not 0 < batch <= MAX_BATCH:
-                raise MessagingError(
-                    Code.BAD_REQUEST, f"batch size must be within [1, {MAX_BATCH}]"
-                )
-            wait = self._long_poll_seconds(request, context)
+            flt = receive_filter(rt, expression.type == pb.FilterType.SQL, expression.expression)
+            invisible_ms = checked_invisible_ms(
+                rt, request.auto_renew, duration_ms(request.invisible_duration)
+            )
+            batch = checked_batch(request.batch_size or DEFAULT_BATCH)
+            wait = long_poll_seconds(rt, duration_ms(request.long_polling_timeout), context)
             rt.clients.touch(client_id, group=group.name)
             # As the Java proxy does, the queue named in the request only picks the
             # broker: the broker pops from all of the topic's queues (-1), so a simple
@@ -405,14 +431,6 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             yield spb.ReceiveMessageResponse(status=status(Code.INTERNAL_ERROR, str(exc)))
         finally:
             self._rt.metrics.observe_rpc("ReceiveMessage", code, time.perf_counter() - started)
-
-    def _long_poll_seconds(self, request: spb.ReceiveMessageRequest, context: Any) -> float:
-        wait = duration_ms(request.long_polling_timeout) / 1000
-        wait = min(max(wait, 0.0), self._rt.tuning.long_polling_max_ms / 1000)
-        remaining = context.time_remaining()
-        if remaining is not None:
-            wait = min(wait, max(0.0, remaining - DEADLINE_MARGIN_S))
-        return wait
 
     async def AckMessage(
         self, request: spb.AckMessageRequest, context: Any
