@@ -1,6 +1,12 @@
-"""Shared fixtures of the e2e member's own tests: the kube harness binaries."""
+"""Shared fixtures of the e2e member's own tests: the kube harness binaries, and an
+inner pytest session for the plugins' tests."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,3 +21,21 @@ def binaries() -> Binaries:
         return ensure_binaries()
     except BinariesUnavailable as exc:
         pytest.fail(str(exc))
+
+
+def inner_session(
+    directory: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``pytest`` on the test files in ``directory``, in a process of its own and with
+    none of the repository's settings: a plugin's test sees only the plugins it names
+    in ``args`` (``-p <module>``)."""
+    argv = [sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", *args]
+    return subprocess.run(
+        [*argv, "--rootdir", str(directory), "-c", os.devnull, str(directory)],
+        check=False,
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from .conftest import inner_session
 
 PLUGIN = "rocketcluster.e2e.images.prebuild"
 
@@ -41,16 +42,7 @@ def test_unmarked():
 def _session(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_inner.py").write_text("import pytest\n" + body)
     env = {**os.environ, "ROCKETCLUSTER_IMAGE_CACHE": str(tmp_path / "cache")}
-    argv = [sys.executable, "-m", "pytest", "-p", PLUGIN, "-s", "-p", "no:cacheprovider"]
-    return subprocess.run(
-        [*argv, "--rootdir", str(tmp_path), "-c", os.devnull, *args, str(tmp_path)],
-        check=False,
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    return inner_session(tmp_path, "-p", PLUGIN, *args, env=env)
 
 
 def _alive(pid: int) -> bool:

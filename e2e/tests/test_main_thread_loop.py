@@ -5,8 +5,9 @@ first route answer comes back before its callback is attached."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+
+from .conftest import inner_session
 
 PLUGIN = "rocketcluster.e2e.main_thread_loop"
 
@@ -48,16 +49,7 @@ def test_a_grpc_call_is_built_in_the_main_thread():
 
 def run_session(tmp_path: Path, *plugin_args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_order.py").write_text(TESTS)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args]
-    return subprocess.run(
-        [*argv, "-c", str(tmp_path / "pytest.ini"), str(tmp_path)],
-        check=False,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return inner_session(tmp_path, *plugin_args)
 
 
 def test_without_the_plugin_the_second_test_fails_as_the_client_did(tmp_path: Path) -> None:
