@@ -24,6 +24,7 @@ from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.generated import consume_pb2 as cpb
 from rocketcluster.api.generated.consume_pb2_grpc import ConsumeServiceStub
 from rocketcluster.broker.messaging.codes import Code
+from rocketcluster.broker.messaging.consume_service import MAX_REPLY_BYTES
 from rocketcluster.ctl.bench.client_bench import CannedServer
 from rocketcluster.ctl.testing import LocalBroker, local_broker
 
@@ -42,12 +43,14 @@ def _cluster() -> RocketCluster:
                     {"name": "again", "queues": 2},
                     {"name": "bad", "queues": 1},
                     {"name": "shared", "queues": 2},
+                    {"name": "big", "queues": 2},
                 ],
                 "consumerGroups": [
                     {"name": "g-many"},
                     {"name": "g-again"},
                     {"name": "g-bad"},
                     {"name": "g-shared"},
+                    {"name": "g-big"},
                 ],
             },
         }
@@ -204,6 +207,42 @@ async def test_concurrent_acks_share_requests_and_keep_their_own_answers(
         assert await client.receive("g-shared", "shared", poll_ms=300) == []
 
 
+async def test_an_answer_stops_at_its_byte_budget_and_holds_nothing_back(
+    broker: LocalBroker,
+) -> None:
+    """One answer is one frame: 64 messages of 300 KiB must not become 19 MiB. What the
+    budget leaves out is not delivered either — with a 10-minute invisible time, any
+    message marked delivered but not sent would not come back within the test."""
+    kib = 1024
+    async with LeanClient(broker.endpoints) as client:
+        bodies = {f"big-{i}".encode() + bytes(300 * kib) for i in range(20)}
+        for chunk in (list(bodies)[i : i + 4] for i in range(0, 20, 4)):
+            entries = await client.send("big", [OutgoingMessage(b) for b in chunk])
+            assert all(e.status.code == Code.OK for e in entries)
+
+        async def receive(max_bytes: int) -> list[LeanMessage]:
+            got = await client.receive(
+                "g-big", "big", batch=64, invisible_ms=600_000, poll_ms=500, max_bytes=max_bytes
+            )
+            if got:
+                await client.ack("g-big", "big", got)
+            return got
+
+        answers: list[list[LeanMessage]] = []
+        deadline = time.monotonic() + 60
+        for max_bytes in (0, 1000 * kib, 1000):  # the default (4 MiB), 1000 KiB, less than one
+            answers.append(await receive(max_bytes))
+        while sum(map(len, answers)) < len(bodies) and time.monotonic() < deadline:
+            answers.append(await receive(1000))
+        sizes = [len(a) for a in answers]
+        # 300 KiB each: 4 MiB holds 13 whole and the 14th crosses; 1000 KiB: 3, then the
+        # 4th; a budget below one message still brings one.
+        assert sizes[:3] == [14, 4, 1], sizes
+        got = [m.body for a in answers for m in a]
+        assert sorted(got) == sorted(bodies)  # all of them, each once, none held back
+        assert await client.receive("g-big", "big", poll_ms=300) == []
+
+
 def test_bad_requests_get_the_protocols_codes(broker: LocalBroker) -> None:
     with grpc.insecure_channel(broker.endpoints) as channel:
         stub = ConsumeServiceStub(channel)  # type: ignore[no-untyped-call]
@@ -226,6 +265,8 @@ def test_bad_requests_get_the_protocols_codes(broker: LocalBroker) -> None:
         assert receive(batch_size=1_000_000) == Code.BAD_REQUEST
         assert receive(batch_size=0) == Code.BAD_REQUEST
         assert receive(invisible_ms=1) == Code.ILLEGAL_INVISIBLE_TIME
+        assert receive(max_bytes=-1) == Code.BAD_REQUEST
+        assert receive(max_bytes=MAX_REPLY_BYTES + 1) == Code.BAD_REQUEST
         assert receive(sql=True, expression="a >") == Code.ILLEGAL_FILTER_EXPRESSION
         assert receive() == Code.MESSAGE_NOT_FOUND  # an empty topic: nothing, no error
         assert receive(batch_size=1) == Code.MESSAGE_NOT_FOUND

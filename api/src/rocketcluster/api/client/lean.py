@@ -170,9 +170,13 @@ class LeanClient:
         poll_ms: int = 0,
         sql: str | None = None,
         tag: str = "*",
+        max_bytes: int = 0,
     ) -> list[LeanMessage]:
         """Up to ``batch`` messages, waiting up to ``poll_ms`` for the first: one
-        ReceiveBatch (ConsumeService), or ReceiveMessage from a broker without it."""
+        ReceiveBatch (ConsumeService), or ReceiveMessage from a broker without it.
+
+        ``max_bytes`` bounds the bodies and properties of one ReceiveBatch answer (0:
+        the broker's default, 4 MiB); the first message comes whatever its size."""
         if self._batch_protocol():
             request = cpb.ReceiveBatchRequest(
                 group=group,
@@ -182,6 +186,7 @@ class LeanClient:
                 long_polling_ms=poll_ms,
                 sql=sql is not None,
                 expression=sql if sql is not None else tag,
+                max_bytes=max_bytes,
             )
             try:
                 reply = await self._receive_batch(

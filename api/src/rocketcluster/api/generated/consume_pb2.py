@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)rocketcluster/api/generated/consume.proto\x12\x18rocketcluster.consume.v1\"\'\n\x06Status\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xab\x01\n\x13ReceiveBatchRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x12\n\nbatch_size\x18\x03 \x01(\x05\x12\x14\n\x0cinvisible_ms\x18\x04 \x01(\x03\x12\x12\n\nauto_renew\x18\x05 \x01(\x08\x12\x17\n\x0flong_polling_ms\x18\x06 \x01(\x03\x12\x0b\n\x03sql\x18\x07 \x01(\x08\x12\x12\n\nexpression\x18\x08 \x01(\t\"{\n\x11ReceiveBatchReply\x12\x30\n\x06status\x18\x01 \x01(\x0b\x32 .rocketcluster.consume.v1.Status\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0f\n\x07records\x18\x03 \x01(\x0c\x12\x14\n\x0cinvisible_ms\x18\x04 \x01(\x03\"A\n\x0f\x41\x63kBatchRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x10\n\x08receipts\x18\x03 \x01(\x0c\"N\n\x0b\x45ntryStatus\x12\r\n\x05index\x18\x01 \x01(\r\x12\x30\n\x06status\x18\x02 \x01(\x0b\x32 .rocketcluster.consume.v1.Status\"x\n\rAckBatchReply\x12\x30\n\x06status\x18\x01 \x01(\x0b\x32 .rocketcluster.consume.v1.Status\x12\x35\n\x06\x66\x61iled\x18\x02 \x03(\x0b\x32%.rocketcluster.consume.v1.EntryStatus2\xdc\x01\n\x0e\x43onsumeService\x12j\n\x0cReceiveBatch\x12-.rocketcluster.consume.v1.ReceiveBatchRequest\x1a+.rocketcluster.consume.v1.ReceiveBatchReply\x12^\n\x08\x41\x63kBatch\x12).rocketcluster.consume.v1.AckBatchRequest\x1a\'.rocketcluster.consume.v1.AckBatchReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)rocketcluster/api/generated/consume.proto\x12\x18rocketcluster.consume.v1\"\'\n\x06Status\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xbe\x01\n\x13ReceiveBatchRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x12\n\nbatch_size\x18\x03 \x01(\x05\x12\x14\n\x0cinvisible_ms\x18\x04 \x01(\x03\x12\x12\n\nauto_renew\x18\x05 \x01(\x08\x12\x17\n\x0flong_polling_ms\x18\x06 \x01(\x03\x12\x0b\n\x03sql\x18\x07 \x01(\x08\x12\x12\n\nexpression\x18\x08 \x01(\t\x12\x11\n\tmax_bytes\x18\t \x01(\x03\"{\n\x11ReceiveBatchReply\x12\x30\n\x06status\x18\x01 \x01(\x0b\x32 .rocketcluster.consume.v1.Status\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0f\n\x07records\x18\x03 \x01(\x0c\x12\x14\n\x0cinvisible_ms\x18\x04 \x01(\x03\"A\n\x0f\x41\x63kBatchRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x10\n\x08receipts\x18\x03 \x01(\x0c\"N\n\x0b\x45ntryStatus\x12\r\n\x05index\x18\x01 \x01(\r\x12\x30\n\x06status\x18\x02 \x01(\x0b\x32 .rocketcluster.consume.v1.Status\"x\n\rAckBatchReply\x12\x30\n\x06status\x18\x01 \x01(\x0b\x32 .rocketcluster.consume.v1.Status\x12\x35\n\x06\x66\x61iled\x18\x02 \x03(\x0b\x32%.rocketcluster.consume.v1.EntryStatus2\xdc\x01\n\x0e\x43onsumeService\x12j\n\x0cReceiveBatch\x12-.rocketcluster.consume.v1.ReceiveBatchRequest\x1a+.rocketcluster.consume.v1.ReceiveBatchReply\x12^\n\x08\x41\x63kBatch\x12).rocketcluster.consume.v1.AckBatchRequest\x1a\'.rocketcluster.consume.v1.AckBatchReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,15 +34,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STATUS']._serialized_start=71
   _globals['_STATUS']._serialized_end=110
   _globals['_RECEIVEBATCHREQUEST']._serialized_start=113
-  _globals['_RECEIVEBATCHREQUEST']._serialized_end=284
-  _globals['_RECEIVEBATCHREPLY']._serialized_start=286
-  _globals['_RECEIVEBATCHREPLY']._serialized_end=409
-  _globals['_ACKBATCHREQUEST']._serialized_start=411
-  _globals['_ACKBATCHREQUEST']._serialized_end=476
-  _globals['_ENTRYSTATUS']._serialized_start=478
-  _globals['_ENTRYSTATUS']._serialized_end=556
-  _globals['_ACKBATCHREPLY']._serialized_start=558
-  _globals['_ACKBATCHREPLY']._serialized_end=678
-  _globals['_CONSUMESERVICE']._serialized_start=681
-  _globals['_CONSUMESERVICE']._serialized_end=901
+  _globals['_RECEIVEBATCHREQUEST']._serialized_end=303
+  _globals['_RECEIVEBATCHREPLY']._serialized_start=305
+  _globals['_RECEIVEBATCHREPLY']._serialized_end=428
+  _globals['_ACKBATCHREQUEST']._serialized_start=430
+  _globals['_ACKBATCHREQUEST']._serialized_end=495
+  _globals['_ENTRYSTATUS']._serialized_start=497
+  _globals['_ENTRYSTATUS']._serialized_end=575
+  _globals['_ACKBATCHREPLY']._serialized_start=577
+  _globals['_ACKBATCHREPLY']._serialized_end=697
+  _globals['_CONSUMESERVICE']._serialized_start=700
+  _globals['_CONSUMESERVICE']._serialized_end=920
 # @@protoc_insertion_point(module_scope)

@@ -15,7 +15,7 @@ class Status(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ReceiveBatchRequest(_message.Message):
-    __slots__ = ("group", "topic", "batch_size", "invisible_ms", "auto_renew", "long_polling_ms", "sql", "expression")
+    __slots__ = ("group", "topic", "batch_size", "invisible_ms", "auto_renew", "long_polling_ms", "sql", "expression", "max_bytes")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class ReceiveBatchRequest(_message.Message):
     LONG_POLLING_MS_FIELD_NUMBER: _ClassVar[int]
     SQL_FIELD_NUMBER: _ClassVar[int]
     EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     group: str
     topic: str
     batch_size: int
@@ -32,7 +33,8 @@ class ReceiveBatchRequest(_message.Message):
     long_polling_ms: int
     sql: bool
     expression: str
-    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., batch_size: _Optional[int] = ..., invisible_ms: _Optional[int] = ..., auto_renew: _Optional[bool] = ..., long_polling_ms: _Optional[int] = ..., sql: _Optional[bool] = ..., expression: _Optional[str] = ...) -> None: ...
+    max_bytes: int
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., batch_size: _Optional[int] = ..., invisible_ms: _Optional[int] = ..., auto_renew: _Optional[bool] = ..., long_polling_ms: _Optional[int] = ..., sql: _Optional[bool] = ..., expression: _Optional[str] = ..., max_bytes: _Optional[int] = ...) -> None: ...
 
 class ReceiveBatchReply(_message.Message):
     __slots__ = ("status", "count", "records", "invisible_ms")

@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 SERVICE = "rocketcluster.consume.v1.ConsumeService"
 FORWARDED_HEADER = "x-rc-forwarded"
 MAX_ACK = MAX_BATCH * 4  # receipts per AckBatch: a few receives' worth
+MIB = 1024 * 1024
+DEFAULT_REPLY_BYTES = 4 * MIB  # ReceiveBatch's byte budget when the request names none
+MAX_REPLY_BYTES = 64 * MIB  # the most a request may ask for (the largest message size)
 R = TypeVar("R")
 
 
@@ -62,6 +65,20 @@ def _status(code: int, message: str) -> cpb.Status:
 
 
 OK_STATUS = _status(Code.OK, "OK")
+
+
+def checked_reply_bytes(max_bytes: int) -> int:
+    """The byte budget of one ReceiveBatch answer: it is one gRPC frame, held whole
+    in memory on both sides, so 1,024 large messages must not become one answer."""
+    if max_bytes == 0:
+        return DEFAULT_REPLY_BYTES
+    if not 0 < max_bytes <= MAX_REPLY_BYTES:
+        raise MessagingError(
+            Code.BAD_REQUEST,
+            f"max_bytes must be within [1, {MAX_REPLY_BYTES}] (0: {DEFAULT_REPLY_BYTES}), "
+            f"not {max_bytes}",
+        )
+    return max_bytes
 
 
 def _forwarded(context: Any) -> bool:
@@ -117,6 +134,7 @@ class ConsumeServicer:
             )
             invisible_ms = checked_invisible_ms(rt, request.auto_renew, request.invisible_ms)
             batch = checked_batch(request.batch_size)
+            max_bytes = checked_reply_bytes(request.max_bytes)
             wait = long_poll_seconds(rt, request.long_polling_ms, context)
             rt.clients.touch(client_id, group=group.name)
             deliveries = await rt.pop.receive(
@@ -129,6 +147,7 @@ class ConsumeServicer:
                 auto_renew=request.auto_renew,
                 client_id=client_id,
                 wait_seconds=wait,
+                max_bytes=max_bytes,
             )
             if not deliveries:
                 return cpb.ReceiveBatchReply(

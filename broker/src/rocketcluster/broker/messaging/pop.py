@@ -53,6 +53,7 @@ from rocketcluster.broker.store.consumequeue import ConsumeQueue
 log = logging.getLogger(__name__)
 
 SCAN_LIMIT = 1024  # entries looked at per queue per receive (filters skip the rest)
+UNBOUNDED_BYTES = 1 << 62  # no byte budget: a stream answers one frame per message
 RECHECK_SECONDS = 0.5  # long polls re-check for expired deliveries this often
 DLQ_TRANSIT_MS = 60_000
 
@@ -274,8 +275,14 @@ class PopService:
         auto_renew: bool,
         client_id: str,
         wait_seconds: float,
+        max_bytes: int | None = None,
     ) -> list[Delivery]:
-        """Deliver up to ``batch_size`` messages, long-polling up to ``wait_seconds``."""
+        """Deliver up to ``batch_size`` messages, long-polling up to ``wait_seconds``.
+
+        ``max_bytes`` bounds the bodies and properties of one answer that is a single
+        frame (ReceiveBatch): delivery stops once it is reached, after at least one
+        message. A message delivered but never sent would stay invisible for nothing,
+        so the budget is kept here, not by trimming the answer."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         if auto_renew:
@@ -283,10 +290,11 @@ class PopService:
         while True:
             queues = self._queues_to_try(group.name, topic, queue_id)
             out: list[Delivery] = []
+            budget = max_bytes
             for qid in queues:
-                if len(out) >= batch_size:
+                if len(out) >= batch_size or (budget is not None and budget <= 0):
                     break
-                out += await self._pop_queue(
+                got = await self._pop_queue(
                     group,
                     topic.name,
                     qid,
@@ -295,7 +303,11 @@ class PopService:
                     invisible_ms,
                     auto_renew,
                     client_id,
+                    budget,
                 )
+                if budget is not None:
+                    budget -= sum(d.message.payload_bytes for d in got)
+                out += got
             if out:
                 await self.recorded("the delivery")
                 return out
@@ -325,6 +337,7 @@ class PopService:
         invisible_ms: int,
         auto_renew: bool,
         client_id: str,
+        max_bytes: int | None,
     ) -> list[Delivery]:
         state = self.state(group.name, topic, qid)
         now = now_ms()
@@ -337,8 +350,14 @@ class PopService:
         clog_min = store.commitlog.min_offset
         out: list[Delivery] = []
         to_dead_letter: list[tuple[int, StoredMessage, int]] = []
+        room = max_bytes if max_bytes is not None else UNBOUNDED_BYTES
+
+        def full() -> bool:
+            return len(out) >= limit or room <= 0
 
         def deliver(offset: int, msg: StoredMessage, attempt: int) -> None:
+            nonlocal room
+            room -= msg.payload_bytes
             nonce = next(self._nonces)
             deadline = now + invisible_ms
             state.deliver(offset, attempt, deadline, nonce, client_id, auto_renew)
@@ -348,7 +367,7 @@ class PopService:
             out.append(Delivery(msg, receipt, attempt, invisible_ms))
 
         for offset, attempts in state.redeliverable(now):
-            if len(out) >= limit:
+            if full():
                 break
             entry = cq.get(offset)
             local = entry if entry is not None and entry.physical_offset >= clog_min else None
@@ -369,7 +388,7 @@ class PopService:
             deliver(offset, msg, attempts + 1)
 
         scanned = 0
-        while len(out) < limit and state.next_offset < cq.max_index and scanned < SCAN_LIMIT:
+        while not full() and state.next_offset < cq.max_index and scanned < SCAN_LIMIT:
             if group.fifo and to_dead_letter:
                 break  # keep order: later messages wait until the dead letters are out
             start = state.next_offset
@@ -397,7 +416,7 @@ class PopService:
                         state.skip_new(msg.queue_offset)
                         continue
                     deliver(msg.queue_offset, msg, 1)
-                    if len(out) >= limit:
+                    if full():
                         break
                 if cold:
                     continue  # (None: the tier failed, the local copy serves)
@@ -419,7 +438,7 @@ class PopService:
                     state.skip_new(offset)
                     continue
                 deliver(offset, msg, 1)
-                if len(out) >= limit:
+                if full():
                     break
         if out and self._reads is not None:  # once per batch (DESIGN §9)
             first, last = out[0].message.physical_offset, out[-1].message.physical_offset

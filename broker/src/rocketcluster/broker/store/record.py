@@ -189,6 +189,12 @@ class StoredMessage:
         return self._properties
 
     @property
+    def payload_bytes(self) -> int:
+        """Body and properties: what a batched answer carries of this message beyond
+        its fixed header (the measure of ReceiveBatch's byte budget)."""
+        return len(self.body) + len(self.raw_properties)
+
+    @property
     def msg_id(self) -> str:
         return self.properties.get(PROPERTY_UNIQ_KEY, "")
 
