@@ -5,7 +5,14 @@ DONTNEED is advice, and any read — even the RWF_NOWAIT probe of
 :meth:`PageCacheReads.probe` — may start readahead that brings pages back while the
 test runs. :func:`evict` therefore drops the pages after the probe, checks with
 ``mincore`` that they are gone (asking again while they are not), and fails saying
-so if the kernel never lets go."""
+so if the kernel never lets go.
+
+Even then a cold read is not always a miss: a cache-only read of an evicted page
+starts its I/O, and when the disk answers before the read looks at the page again
+(a virtual disk whose host has the file cached does), it is served without waiting —
+a hit, which is what the counter should say. :func:`cold_pass` therefore runs a
+scenario again, evicted afresh, until its cold reads met the disk; a counter that
+never counts a miss still fails."""
 
 from __future__ import annotations
 
@@ -13,19 +20,19 @@ import ctypes
 import mmap
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from rocketcluster.broker.store import MessageStore
+from rocketcluster.broker.store import GetResult, MessageStore
 from rocketcluster.broker.store.page_cache import SMALL_READ, PageCacheReads
 
 from .conftest import message, small_config
 
 PAGE = 4096
 EVICT_S = 10.0
-COLD_ATTEMPTS = 5
+COLD_ATTEMPTS = 10
 
 
 def _cached_pages(fd: int, start: int, end: int) -> list[int]:
@@ -96,39 +103,70 @@ def measuring(fd: int, cold_from: int | None = None) -> PageCacheReads:
     return reads
 
 
+def cold_pass(
+    scenario: Callable[[], PageCacheReads], met_the_disk: Callable[[PageCacheReads], bool]
+) -> PageCacheReads:
+    """The counts of the first run of ``scenario`` (which evicts what it reads cold)
+    whose cold reads ``met_the_disk``; the last run's counts when none did, for the
+    test's assertion to show."""
+    reads = scenario()
+    for _ in range(COLD_ATTEMPTS - 1):
+        if met_the_disk(reads):
+            break
+        reads = scenario()
+    return reads
+
+
 def test_a_cold_read_is_a_miss_and_the_same_read_again_a_hit(
     cold_file: tuple[int, bytes],
 ) -> None:
     fd, data = cold_file
-    reads = measuring(fd, cold_from=0)
-    assert reads.read(fd, 100, 5 * PAGE + 7) == data[5 * PAGE + 7 : 5 * PAGE + 107]
+    wanted = data[5 * PAGE + 7 : 5 * PAGE + 107]
+
+    def scenario() -> PageCacheReads:
+        reads = measuring(fd, cold_from=0)
+        assert reads.read(fd, 100, 5 * PAGE + 7) == wanted
+        return reads
+
+    reads = cold_pass(scenario, lambda r: r.misses == 1)
     assert (reads.hits, reads.misses) == (0, 1)
-    assert reads.read(fd, 100, 5 * PAGE + 7) == data[5 * PAGE + 7 : 5 * PAGE + 107]
+    assert reads.read(fd, 100, 5 * PAGE + 7) == wanted
     assert (reads.hits, reads.misses) == (1, 1)
 
 
 def test_a_partly_cached_range_is_a_miss_and_reads_whole(cold_file: tuple[int, bytes]) -> None:
     fd, data = cold_file
-    reads = measuring(fd, cold_from=0)
-    os.pread(fd, PAGE, 0)  # page 0 cached
-    evict(fd, PAGE)  # whatever readahead took: gone
-    assert reads.read(fd, 3 * PAGE, 0) == data[: 3 * PAGE]
+
+    def scenario() -> PageCacheReads:
+        reads = measuring(fd, cold_from=0)
+        os.pread(fd, PAGE, 0)  # page 0 cached
+        evict(fd, PAGE)  # whatever readahead took: gone
+        assert reads.read(fd, 3 * PAGE, 0) == data[: 3 * PAGE]
+        return reads
+
+    reads = cold_pass(scenario, lambda r: r.misses == 1)
     assert (reads.hits, reads.misses) == (0, 1)
 
 
 def test_large_reads_share_a_buffer_but_return_their_own_bytes(tmp_path: Path) -> None:
     data = os.urandom(1 << 20)
     fd = os.open(tmp_path / "big", os.O_RDWR | os.O_CREAT, 0o644)
+    size = SMALL_READ + 3 * PAGE + 5
     try:
         os.write(fd, data)
-        reads = measuring(fd, cold_from=0)
-        size = SMALL_READ + 3 * PAGE + 5
-        first = reads.read(fd, size, 0)  # cold: a miss
-        evict(fd, 3 * size)  # cold again, whatever the first read's readahead took
-        second = reads.read(fd, size, 3 * size)  # reuses the buffer first was read into
-        again = reads.read(fd, size, 0)  # cached now: a hit
-        assert first == again == data[:size]
-        assert second == data[3 * size : 4 * size]
+
+        def scenario() -> PageCacheReads:
+            reads = measuring(fd, cold_from=0)
+            first = reads.read(fd, size, 0)  # cold: a miss
+            evict(fd, 3 * size)  # cold again, whatever the first read's readahead took
+            second = reads.read(fd, size, 3 * size)  # reuses the buffer first was read into
+            assert first == data[:size]
+            assert second == data[3 * size : 4 * size]
+            return reads
+
+        reads = cold_pass(scenario, lambda r: r.misses == 2)
+        assert (reads.hits, reads.misses) == (0, 2)
+        assert reads.read(fd, size, 0) == data[:size]  # cached now: a hit
         assert (reads.hits, reads.misses) == (1, 2)
     finally:
         os.close(fd)
@@ -175,18 +213,19 @@ async def test_consumer_reads_count_and_scrape_reads_do_not(store_dir: Path) -> 
         for i in range(60):
             assert (await store.put(message(i, queues=1, size=300))).ok
         await store.flush()
-        # A cache-only read of an evicted page still starts its I/O (and readahead of
-        # the rest); on a fast disk that I/O can complete before the read looks at the
-        # page, which is then served without waiting: a hit, and so are the records
-        # after it. Seen once in a full `make test`, so a cold pass that met no miss is
-        # tried again with the counts reset.
-        for _ in range(COLD_ATTEMPTS):
+        # The first record's cold read starts the I/O (and readahead) of the rest: a
+        # cold pass that met the disk at all has a miss.
+        passes: list[GetResult] = []
+
+        def scenario() -> PageCacheReads:
             for seg in store.commitlog.segments:
                 evict(seg.fd)
             reads.hits = reads.misses = 0
-            got = store.get_messages("orders", 0, 0, 32)
-            if reads.misses:
-                break
+            passes.append(store.get_messages("orders", 0, 0, 32))
+            return reads
+
+        cold_pass(scenario, lambda r: r.misses >= 1)
+        got = passes[-1]
         assert [m.queue_offset for m in got.messages] == list(range(32))
         assert reads.hits + reads.misses == 32  # one count per record read
         assert reads.misses >= 1  # at least the first record came from the disk
