@@ -108,11 +108,17 @@ async def test_members_count_leader_changes_including_to_none(
     router, by_id = members
     nodes = {i: m.node for i, m in by_id.items()}
 
+    def announced(member: Member) -> bool:
+        """The member's soft-state callback has told of the leader its Raft state
+        holds: ``leader_id`` changes on the step, the callback (and the count) on
+        the node's next Ready, a moment later."""
+        return member.seen[-1] == member.node.leader_id
+
     def one_leader() -> bool:
         leaders = {n.leader_id for n in nodes.values()}
-        return len(leaders) == 1 and None not in leaders
+        return len(leaders) == 1 and None not in leaders and all(map(announced, by_id.values()))
 
-    await until(one_leader, "a leader every member knows")
+    await until(one_leader, "a leader every member knows and has announced")
     first = nodes[1].leader_id
     assert first is not None
     for member in by_id.values():
@@ -124,9 +130,12 @@ async def test_members_count_leader_changes_including_to_none(
     term, elections_of_old = old.status()["term"], old.status()["electionsStarted"]
     router.isolated.add(first)
     others = [m for i, m in by_id.items() if i != first]
-    await until(lambda: old.leader_id is None, "the cut-off leader stepping down")
     await until(
-        lambda: all(m.node.leader_id not in (None, first) for m in others),
+        lambda: old.leader_id is None and announced(by_id[first]),
+        "the cut-off leader stepping down",
+    )
+    await until(
+        lambda: all(m.node.leader_id not in (None, first) and announced(m) for m in others),
         "a new leader elected",
     )
     await until(lambda: old.raw.state.value == "pre-candidate", "the cut-off member polling")
