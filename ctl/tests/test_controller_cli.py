@@ -64,8 +64,11 @@ def test_status_groups_events_and_switchover(tmp_path: Path) -> None:
         groups = run("controller", "groups", "--dir", directory)
         assert [g["group"] for g in groups] == ["g"]
         events = run("controller", "events", "--dir", directory, "--group", "g")
-        assert [e["command"] for e in events][:3] == ["ApplyBrokerId"] * 3
-        assert "ElectMaster" in {e["command"] for e in events}
+        commands = [e["command"] for e in events]
+        # The controller's election scan may elect as soon as two brokers heartbeat,
+        # before the third registers: the order of the two kinds is not fixed.
+        assert commands[0] == "ApplyBrokerId" and commands.count("ApplyBrokerId") == 3
+        assert "ElectMaster" in commands
     finally:
         runtime.down()
 
