@@ -7,12 +7,14 @@ test runs. :func:`evict` therefore drops the pages after the probe, checks with
 ``mincore`` that they are gone (asking again while they are not), and fails saying
 so if the kernel never lets go.
 
-Even then a cold read is not always a miss: a cache-only read of an evicted page
-starts its I/O, and when the disk answers before the read looks at the page again
-(a virtual disk whose host has the file cached does), it is served without waiting —
-a hit, which is what the counter should say. :func:`cold_pass` therefore runs a
-scenario again, evicted afresh, until its cold reads met the disk; a counter that
-never counts a miss still fails."""
+Even then the kernel does not always answer as the scenario intends. A cold read
+can be served by I/O that finished before the read looked at the page again (a
+virtual disk whose host has the file cached answers that fast): a hit. And a
+cache-only read refuses a cached page that carries the readahead mark, because it
+may start no I/O: a miss. Both times the counter tells what the kernel did. Seen in
+fresh-clone runs of `make test`, a few times a day. :func:`cold_pass` therefore
+runs a whole scenario again, evicted afresh, until its counts are the ones it
+intends; a counter that counts wrong never gets there and still fails."""
 
 from __future__ import annotations
 
@@ -104,14 +106,14 @@ def measuring(fd: int, cold_from: int | None = None) -> PageCacheReads:
 
 
 def cold_pass(
-    scenario: Callable[[], PageCacheReads], met_the_disk: Callable[[PageCacheReads], bool]
+    scenario: Callable[[], PageCacheReads], intended: Callable[[PageCacheReads], bool]
 ) -> PageCacheReads:
     """The counts of the first run of ``scenario`` (which evicts what it reads cold)
-    whose cold reads ``met_the_disk``; the last run's counts when none did, for the
-    test's assertion to show."""
+    that are as ``intended``; the last run's counts when none were, for the test's
+    assertion to show."""
     reads = scenario()
     for _ in range(COLD_ATTEMPTS - 1):
-        if met_the_disk(reads):
+        if intended(reads):
             break
         reads = scenario()
     return reads
@@ -123,15 +125,18 @@ def test_a_cold_read_is_a_miss_and_the_same_read_again_a_hit(
     fd, data = cold_file
     wanted = data[5 * PAGE + 7 : 5 * PAGE + 107]
 
+    counts: list[tuple[int, int]] = []
+
     def scenario() -> PageCacheReads:
         reads = measuring(fd, cold_from=0)
         assert reads.read(fd, 100, 5 * PAGE + 7) == wanted
+        counts.append((reads.hits, reads.misses))
+        assert reads.read(fd, 100, 5 * PAGE + 7) == wanted
         return reads
 
-    reads = cold_pass(scenario, lambda r: r.misses == 1)
-    assert (reads.hits, reads.misses) == (0, 1)
-    assert reads.read(fd, 100, 5 * PAGE + 7) == wanted
-    assert (reads.hits, reads.misses) == (1, 1)
+    reads = cold_pass(scenario, lambda r: (r.hits, r.misses) == (1, 1))
+    assert counts[-1] == (0, 1)  # cold: a miss
+    assert (reads.hits, reads.misses) == (1, 1)  # then cached: a hit
 
 
 def test_a_partly_cached_range_is_a_miss_and_reads_whole(cold_file: tuple[int, bytes]) -> None:
@@ -162,11 +167,13 @@ def test_large_reads_share_a_buffer_but_return_their_own_bytes(tmp_path: Path) -
             second = reads.read(fd, size, 3 * size)  # reuses the buffer first was read into
             assert first == data[:size]
             assert second == data[3 * size : 4 * size]
+            counts.append((reads.hits, reads.misses))
+            assert reads.read(fd, size, 0) == data[:size]  # cached now: a hit
             return reads
 
-        reads = cold_pass(scenario, lambda r: r.misses == 2)
-        assert (reads.hits, reads.misses) == (0, 2)
-        assert reads.read(fd, size, 0) == data[:size]  # cached now: a hit
+        counts: list[tuple[int, int]] = []
+        reads = cold_pass(scenario, lambda r: (r.hits, r.misses) == (1, 2))
+        assert counts[-1] == (0, 2)
         assert (reads.hits, reads.misses) == (1, 2)
     finally:
         os.close(fd)
@@ -214,25 +221,24 @@ async def test_consumer_reads_count_and_scrape_reads_do_not(store_dir: Path) -> 
             assert (await store.put(message(i, queues=1, size=300))).ok
         await store.flush()
         # The first record's cold read starts the I/O (and readahead) of the rest: a
-        # cold pass that met the disk at all has a miss.
-        passes: list[GetResult] = []
+        # cold pass that met the disk at all has a miss; the warm pass after it none.
+        passes: list[tuple[GetResult, GetResult, int]] = []
 
         def scenario() -> PageCacheReads:
             for seg in store.commitlog.segments:
                 evict(seg.fd)
             reads.hits = reads.misses = 0
-            passes.append(store.get_messages("orders", 0, 0, 32))
+            cold = store.get_messages("orders", 0, 0, 32)
+            cold_misses = reads.misses
+            passes.append((cold, store.get_messages("orders", 0, 0, 32), cold_misses))
             return reads
 
-        cold_pass(scenario, lambda r: r.misses >= 1)
-        got = passes[-1]
+        cold_pass(scenario, lambda r: passes[-1][2] >= 1 and r.misses == passes[-1][2])
+        got, again, misses = passes[-1]
         assert [m.queue_offset for m in got.messages] == list(range(32))
-        assert reads.hits + reads.misses == 32  # one count per record read
-        assert reads.misses >= 1  # at least the first record came from the disk
-        misses = reads.misses
-        again = store.get_messages("orders", 0, 0, 32)
+        assert misses >= 1  # at least the first record came from the disk
         assert [m.body for m in again.messages] == [m.body for m in got.messages]
-        assert (reads.hits, reads.misses) == (64 - misses, misses)  # now all cached
+        assert (reads.hits, reads.misses) == (64 - misses, misses)  # one count per read
         first = got.messages[0]
         store.read_message(first.physical_offset, first.size, count_cache=False)
         assert (reads.hits, reads.misses) == (64 - misses, misses)
