@@ -290,11 +290,11 @@ class PopService:
         while True:
             queues = self._queues_to_try(group.name, topic, queue_id)
             out: list[Delivery] = []
-            budget = max_bytes
+            room = max_bytes if max_bytes is not None else UNBOUNDED_BYTES
             for qid in queues:
-                if len(out) >= batch_size or (budget is not None and budget <= 0):
+                if len(out) >= batch_size or room <= 0:
                     break
-                got = await self._pop_queue(
+                got, room = await self._pop_queue(
                     group,
                     topic.name,
                     qid,
@@ -303,10 +303,8 @@ class PopService:
                     invisible_ms,
                     auto_renew,
                     client_id,
-                    budget,
+                    room,
                 )
-                if budget is not None:
-                    budget -= sum(d.message.payload_bytes for d in got)
                 out += got
             if out:
                 await self.recorded("the delivery")
@@ -337,20 +335,21 @@ class PopService:
         invisible_ms: int,
         auto_renew: bool,
         client_id: str,
-        max_bytes: int | None,
-    ) -> list[Delivery]:
+        room: int,
+    ) -> tuple[list[Delivery], int]:
+        """Up to ``limit`` deliveries from one queue, and the byte budget left of
+        ``room`` after them."""
         state = self.state(group.name, topic, qid)
         now = now_ms()
         if group.fifo and state.blocked_for_fifo(now):
-            return []
+            return [], room
         store = self._store
         cq = store.queues.get(topic, qid)
         if cq is None:
-            return []
+            return [], room
         clog_min = store.commitlog.min_offset
         out: list[Delivery] = []
         to_dead_letter: list[tuple[int, StoredMessage, int]] = []
-        room = max_bytes if max_bytes is not None else UNBOUNDED_BYTES
 
         def full() -> bool:
             return len(out) >= limit or room <= 0
@@ -446,7 +445,7 @@ class PopService:
         self._commit(group.name, topic, qid, state)
         for offset, msg, attempts in to_dead_letter:
             await self._to_dead_letter((group.name, topic, qid), state, offset, msg, attempts)
-        return out
+        return out, room
 
     async def _to_dead_letter(
         self,
