@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 
@@ -85,3 +87,46 @@ def test_retention_moves_the_group_forward() -> None:
     s.mark_done(1)
     s.advance_to(1)
     assert s.committed == 2 and not s.inflight and not s.done
+
+
+def test_lag_splits_into_in_flight_and_ready() -> None:
+    """In flight is what is invisible now; an expired delivery is ready again, like a
+    message never delivered; acknowledged ones are in neither, in order or not."""
+    s = QueueConsumeState(0)
+    for offset in range(4):
+        s.deliver(offset, 1, deadline_ms=100 + offset * 100, nonce=offset)
+    s.mark_done(2)  # acknowledged out of order
+    end = 10  # six more never delivered
+    assert s.lag(end) == 9
+    assert (s.inflight_count(now_ms=50), s.ready(end, now_ms=50)) == (3, 6)
+    assert (s.inflight_count(now_ms=250), s.ready(end, now_ms=250)) == (1, 8)  # 0, 1 expired
+    s.make_visible(3)  # nacked: waiting, ready
+    assert (s.inflight_count(now_ms=250), s.ready(end, now_ms=250)) == (0, 9)
+    assert s.inflight_count() == 2  # without a time: every delivery not acked
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("DKVS"), st.integers(0, 12), st.integers(0, 400)),
+        max_size=60,
+    ),
+    st.integers(0, 400),
+)
+def test_lag_is_in_flight_plus_ready_whatever_happened(
+    ops: list[tuple[str, int, int]], now: int
+) -> None:
+    end = 13
+    s = QueueConsumeState(0)
+    for kind, offset, at in ops:
+        if kind == "D" and offset <= s.next_offset and offset not in s.done:
+            if offset >= s.committed and offset < end:
+                s.deliver(offset, 1, deadline_ms=at, nonce=at)
+        elif kind == "K":
+            s.mark_done(offset)
+        elif kind == "V":
+            s.make_visible(offset)
+        elif kind == "S" and offset == s.next_offset < end:
+            s.skip_new(offset)
+    ready = s.ready(end, now)
+    assert s.lag(end) == s.inflight_count(now) + ready
+    assert ready == len(s.redeliverable(now)) + (end - s.next_offset)

@@ -74,6 +74,10 @@ class MessagingTuning(BaseModel):
     transaction_check_max: int = Field(default=15, ge=1)
     consume_state_persist_ms: int = Field(default=1000, ge=10)
     client_expiry_ms: int = Field(default=120_000, ge=1000)
+    # A simple consumer's receive that finds nothing on this master is answered by
+    # another broker group that has messages for it (messaging/cross_group.py). Left
+    # out of the file when on (the default): renders stay as they were.
+    cross_group_receive: bool = Field(default=True, exclude_if=lambda v: v is True)
 
 
 DEFAULT_HEARTBEAT_TIMEOUT_MS = 3000

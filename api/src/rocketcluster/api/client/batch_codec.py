@@ -36,6 +36,8 @@ from typing import Final, NamedTuple
 
 RECEIPT: Final = struct.Struct(">BIQIQQ")
 RECEIPT_VERSION: Final = 1
+# A text handle that also names the broker group that delivered it (receipt.py).
+GROUPED_TEXT_VERSION: Final = 2
 HEADER: Final = struct.Struct(">BIQIQQQQIQII")
 RECEIPT_SIZE: Final = RECEIPT.size  # 37
 HEADER_SIZE: Final = HEADER.size  # 73
@@ -157,12 +159,17 @@ def receipt_text(receipt: bytes, topic: str) -> str:
 
 def receipt_of_text(text: str) -> bytes:
     """The packed receipt inside a text receipt handle (its first 37 bytes); the
-    broker checks it (an unusable one is answered INVALID_RECEIPT_HANDLE)."""
+    broker checks it (an unusable one is answered INVALID_RECEIPT_HANDLE). A handle
+    that also names its broker group (version 2) packs as version 1: a packed receipt
+    is acknowledged at the group that delivered it, so it needs no group."""
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (ValueError, TypeError):
         raw = b""
-    return raw[:RECEIPT_SIZE].ljust(RECEIPT_SIZE, b"\0")
+    receipt = raw[:RECEIPT_SIZE].ljust(RECEIPT_SIZE, b"\0")
+    if receipt[0] == GROUPED_TEXT_VERSION:
+        receipt = bytes((RECEIPT_VERSION,)) + receipt[1:]
+    return receipt
 
 
 def pack_receipts(receipts: Iterable[bytes]) -> bytes:

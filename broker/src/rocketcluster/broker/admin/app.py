@@ -18,6 +18,7 @@ from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.broker.messaging import queries
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.codes import Code, MessagingError
+from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.stats.reader import MAX_PAGE_MESSAGES, offset_for_time, read_page
 from rocketcluster.broker.store import StoredMessage
@@ -173,22 +174,35 @@ def create_admin_app(
 
     @app.get("/v1/groups/{name}/offsets")
     def group_offsets(name: GroupName) -> list[dict[str, Any]]:
+        """Where the group stands on each queue it consumed here. ``lag`` counts the
+        messages not acknowledged yet: ``inflight`` (delivered, invisible now) plus
+        ``ready`` (a receive would get them now: never delivered, or visible again).
+        A group whose consumption state is not loaded shows its saved offset."""
         if rt.registry.get_group(name) is None:
             raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
+        now = int(time.time() * 1000)
         rows = []
-        for (group, topic, qid), state in sorted(rt.pop.states().items()):
-            if group != name:
-                continue
+        live = {k: s for k, s in rt.pop.states().items() if k[0] == name}
+        saved = {k: o for k, o in store.metadata.all_offsets().items() if k[0] == name}
+        for key in sorted(live.keys() | saved.keys()):
+            _, topic, qid = key
             lo, hi = store.queue_offsets(topic, qid)
+            state = live.get(key)
+            if state is None:
+                state = QueueConsumeState(max(saved[key], lo))
+            lag = state.lag(hi)
+            inflight = state.inflight_count(now)
             rows.append(
                 {
                     "topic": topic,
                     "queueId": qid,
                     "committedOffset": state.committed,
+                    "nextOffset": state.next_offset,
                     "minOffset": lo,
                     "maxOffset": hi,
-                    "lag": max(0, hi - state.committed),
-                    "inflight": state.inflight_count(),
+                    "lag": lag,
+                    "inflight": inflight,
+                    "ready": lag - inflight,
                 }
             )
         return rows

@@ -1,6 +1,7 @@
 """Forwarder: a broker that is not its group's master passes client requests on to
 the master and relays the answer, so a client holding a connection to a demoted or
-slave broker keeps working until its routes move on."""
+slave broker keeps working until its routes move on. A master also passes requests
+to another group's endpoint with it (messaging/cross_group.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,13 @@ FORWARDED_HEADERS = {
     "x-mq-date-time",
     "x-mq-request-id",
     "authorization",
+    # A request one broker group passes to another (messaging/cross_group.py): kept
+    # when the other group's slave forwards it to its master.
+    "x-rc-borrowed",
 }
+# What marks a request one broker forwarded to its own group's master: that master
+# serves it, whatever it thinks of its role.
+FORWARDED = (("x-rc-forwarded", "1"),)
 
 
 class Forwarder:
@@ -39,25 +46,54 @@ class Forwarder:
         return MessagingServiceStub(self._channels.channel(endpoint))
 
     @staticmethod
-    def _metadata(context: Any) -> tuple[tuple[str, str], ...]:
+    def _metadata(
+        context: Any, headers: tuple[tuple[str, str], ...]
+    ) -> tuple[tuple[str, str], ...]:
         found = []
         for key, value in context.invocation_metadata() or ():
             if key in FORWARDED_HEADERS:
                 found.append((key, value if isinstance(value, str) else value.decode()))
-        return (*found, ("x-rc-forwarded", "1"))
+        return (*found, *headers)
 
-    async def unary(self, endpoint: str, method: str, request: Any, context: Any) -> Any:
+    @staticmethod
+    def _timeout(context: Any, default: float, cap: float | None) -> float:
+        remaining = context.time_remaining() or default
+        return remaining if cap is None else min(remaining, cap)
+
+    async def unary(
+        self,
+        endpoint: str,
+        method: str,
+        request: Any,
+        context: Any,
+        *,
+        headers: tuple[tuple[str, str], ...] = FORWARDED,
+        within: float | None = None,
+    ) -> Any:
+        """``method`` at ``endpoint`` with the client's identity headers and
+        ``headers``, within the call's own deadline (and ``within`` seconds)."""
         call = getattr(self._stub(endpoint), method)
-        remaining = context.time_remaining()
-        return await call(request, metadata=self._metadata(context), timeout=remaining or 10.0)
+        return await call(
+            request,
+            metadata=self._metadata(context, headers),
+            timeout=self._timeout(context, 10.0, within),
+        )
 
     async def stream(
-        self, endpoint: str, method: str, request: Any, context: Any
+        self,
+        endpoint: str,
+        method: str,
+        request: Any,
+        context: Any,
+        *,
+        headers: tuple[tuple[str, str], ...] = FORWARDED,
+        within: float | None = None,
     ) -> AsyncIterator[Any]:
         call = getattr(self._stub(endpoint), method)
-        remaining = context.time_remaining()
         async for response in call(
-            request, metadata=self._metadata(context), timeout=remaining or 30.0
+            request,
+            metadata=self._metadata(context, headers),
+            timeout=self._timeout(context, 30.0, within),
         ):
             yield response
 
@@ -71,8 +107,11 @@ class Forwarder:
             request_serializer=type(request).SerializeToString,
             response_deserializer=reply_type.FromString,
         )
-        remaining = context.time_remaining()
-        return await call(request, metadata=self._metadata(context), timeout=remaining or 10.0)
+        return await call(
+            request,
+            metadata=self._metadata(context, FORWARDED),
+            timeout=self._timeout(context, 10.0, None),
+        )
 
     async def close(self) -> None:
         await self._channels.close()

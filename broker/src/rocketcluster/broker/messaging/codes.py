@@ -90,6 +90,17 @@ class MessagingError(Exception):
         return status(self.code, self.message)
 
 
+class ForeignReceipt(MessagingError):
+    """A receipt handle another broker group minted (a receive that group answered for
+    this one: cross_group.py): the request belongs to ``group``."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(
+            Code.INVALID_RECEIPT_HANDLE, f"the receipt handle belongs to broker group {group!r}"
+        )
+        self.group = group
+
+
 _PUT_CODES = {
     PutStatus.PUT_OK: pb.Code.OK,
     PutStatus.FLUSH_DISK_TIMEOUT: pb.Code.MASTER_PERSISTENCE_TIMEOUT,

@@ -57,11 +57,25 @@ class QueueConsumeState:
         due.sort()
         return due
 
-    def inflight_count(self) -> int:
-        return len(self.inflight)
+    def inflight_count(self, now_ms: int | None = None) -> int:
+        """Deliveries still invisible at ``now_ms`` (all of them when no time is
+        given): an expired one is ready to deliver again, no longer in flight."""
+        if now_ms is None:
+            return len(self.inflight)
+        return sum(1 for f in self.inflight.values() if f.deadline_ms > now_ms)
 
     def unacked(self) -> int:
         return self.next_offset - self.committed - len(self.done)
+
+    def lag(self, end: int) -> int:
+        """Messages of ``[committed, end)`` not acknowledged (nor filtered out or
+        dead-lettered): those in flight plus those ready (``end``: the queue's end)."""
+        return max(0, end - self.committed - len(self.done))
+
+    def ready(self, end: int, now_ms: int) -> int:
+        """Messages a receive would be given at ``now_ms``: never delivered, waiting
+        for redelivery, or whose invisibility expired."""
+        return self.lag(end) - self.inflight_count(now_ms)
 
     # -- transitions -------------------------------------------------------------
 

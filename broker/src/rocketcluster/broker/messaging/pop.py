@@ -28,7 +28,7 @@ from typing import Protocol
 
 from rocketcluster.api.broker_config import MessagingTuning
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
-from rocketcluster.broker.messaging.codes import Code, MessagingError, put_code
+from rocketcluster.broker.messaging.codes import Code, ForeignReceipt, MessagingError, put_code
 from rocketcluster.broker.messaging.consume_state import Op, QueueConsumeState
 from rocketcluster.broker.messaging.filters import MessageFilter
 from rocketcluster.broker.messaging.notify import ArrivalNotifier
@@ -105,8 +105,12 @@ class PopService:
         put: Put | None = None,
         group_spec: Callable[[str], ConsumerGroupSpec | None] = lambda _: None,
         dead_lettered: Callable[[str, StoredMessage, int], None] = lambda *_: None,
+        broker_group: str = "",
     ) -> None:
         self._store = store
+        # Stamped into every receipt handle, so a handle acknowledged at another group
+        # finds its way here (cross_group.py); "" mints group-less handles (tests).
+        self.broker_group = broker_group
         # When consumers were last served, per queue and segment (stats snapshots).
         self._reads = reads
         self._notifier = notifier
@@ -348,6 +352,7 @@ class PopService:
         if cq is None:
             return [], room
         clog_min = store.commitlog.min_offset
+        broker_group = self.broker_group
         out: list[Delivery] = []
         to_dead_letter: list[tuple[int, StoredMessage, int]] = []
 
@@ -362,7 +367,7 @@ class PopService:
             state.deliver(offset, attempt, deadline, nonce, client_id, auto_renew)
             if attempt >= group.max_delivery_attempts:
                 self.revive_index.push(deadline, (group.name, topic, qid), offset, nonce)
-            receipt = ReceiptHandle(topic, qid, offset, attempt, nonce, deadline)
+            receipt = ReceiptHandle(topic, qid, offset, attempt, nonce, deadline, broker_group)
             out.append(Delivery(msg, receipt, attempt, invisible_ms))
 
         for offset, attempts in state.redeliverable(now):
@@ -549,6 +554,8 @@ class PopService:
                 Code.INVALID_RECEIPT_HANDLE,
                 f"receipt handle is for topic {handle.topic!r}, not {topic!r}",
             )
+        if handle.group and handle.group != self.broker_group:
+            raise ForeignReceipt(handle.group)
         return handle
 
     def ack(self, group: str, topic: str, handle_text: str) -> None:
@@ -607,7 +614,13 @@ class PopService:
         key = (group, handle.topic, handle.queue_id)
         self._watch(key, handle.queue_offset, entry.attempt, deadline, nonce)
         return ReceiptHandle(
-            handle.topic, handle.queue_id, handle.queue_offset, entry.attempt, nonce, deadline
+            handle.topic,
+            handle.queue_id,
+            handle.queue_offset,
+            entry.attempt,
+            nonce,
+            deadline,
+            self.broker_group,
         ).encode()
 
     async def forward_to_dead_letter(self, group: str, topic: str, handle_text: str) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -25,7 +26,9 @@ from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.backoff import backoff_policy
 from rocketcluster.broker.messaging.clients import ClientRegistry
 from rocketcluster.broker.messaging.codes import OK, Code, MessagingError
+from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.messaging.convert import copy_to, to_pb
+from rocketcluster.broker.messaging.cross_group import CrossGroup
 from rocketcluster.broker.messaging.filters import FilterCache
 from rocketcluster.broker.messaging.notify import ArrivalNotifier
 from rocketcluster.broker.messaging.pop import PopService
@@ -94,6 +97,7 @@ class MessagingRuntime:
             put=self.write_system,
             group_spec=self.registry.get_group,
             dead_lettered=self._dead_lettered,
+            broker_group=config.group,
         )
         self.pop.recover()  # before any role: the journal after the saved snapshot
         self.revive = PopReviveService(self.pop, self.is_master)
@@ -109,6 +113,12 @@ class MessagingRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self.role: RoleManager | None = None
         self.forwarder = Forwarder(ClientTls.of(config.tls))
+        self.cross_group = CrossGroup(
+            config.group,
+            lambda: self.routes,
+            self.forwarder,
+            enabled=self.tuning.cross_group_receive,
+        )
         self._register_gauges()
         self.tier = self._tiered_storage()
         self.stats = StatsPublisherService(
@@ -436,7 +446,12 @@ class MessagingRuntime:
 
     def _register_gauges(self) -> None:
         m = self.metrics
-        m.gauge("rocketmq_consumer_lag_messages", "Messages not yet acknowledged", self._lag)
+        m.gauge(
+            "rocketmq_consumer_lag_messages",
+            "Messages not yet acknowledged: in flight plus ready (the master's view; "
+            "slaves hold a replica of it and export none)",
+            self._lag,
+        )
         m.gauge(
             "rocketmq_consumer_lag_latency",
             "Age in seconds of the oldest unacked message",
@@ -444,11 +459,17 @@ class MessagingRuntime:
         )
         m.gauge(
             "rocketmq_consumer_inflight_messages",
-            "Messages delivered, not yet acked",
+            "Messages delivered and invisible now, not yet acknowledged",
             self._inflight,
+        )
+        m.gauge(
+            "rocketmq_consumer_ready_messages",
+            "Messages a receive would be given now: never delivered, or visible again",
+            self._ready,
         )
         register_store_metrics(m, self.store)
         register_pop_metrics(m, self.pop, self.revive)
+        self.cross_group.register_metrics(m)
         m.gauge(
             "rocketmq_topic_number", "Topics", lambda: [({}, float(len(self.registry.topics())))]
         )
@@ -464,23 +485,39 @@ class MessagingRuntime:
         )
 
     def _per_group_topic(self) -> dict[tuple[str, str], list[Any]]:
+        """The consumption states by consumer group and topic — on the master only:
+        a slave's are a replica of the master's, and exporting both would count every
+        message once per replica in a sum over the group."""
         grouped: dict[tuple[str, str], list[Any]] = {}
+        if not self.pop.master:
+            return grouped
         for (group, topic, qid), state in self.pop.states().items():
             grouped.setdefault((group, topic), []).append((qid, state))
         return grouped
 
+    def _per_state(
+        self, value: Callable[[QueueConsumeState, int, int], int]
+    ) -> list[tuple[dict[str, str], float]]:
+        """``value(state, queue end, now ms)`` summed per consumer group and topic."""
+        now = int(time.time() * 1000)
+        return [
+            (
+                {"topic": topic, "consumer_group": group},
+                float(sum(value(s, self.store.queue_offsets(topic, q)[1], now) for q, s in states)),
+            )
+            for (group, topic), states in self._per_group_topic().items()
+        ]
+
     def _lag(self) -> list[tuple[dict[str, str], float]]:
-        out = []
-        for (group, topic), states in self._per_group_topic().items():
-            lag = 0
-            for qid, state in states:
-                lag += max(0, self.store.queue_offsets(topic, qid)[1] - state.committed)
-            out.append(({"topic": topic, "consumer_group": group}, float(lag)))
-        return out
+        return self._per_state(lambda s, end, now: s.lag(end))
+
+    def _inflight(self) -> list[tuple[dict[str, str], float]]:
+        return self._per_state(lambda s, end, now: s.inflight_count(now))
+
+    def _ready(self) -> list[tuple[dict[str, str], float]]:
+        return self._per_state(lambda s, end, now: s.ready(end, now))
 
     def _lag_latency(self) -> list[tuple[dict[str, str], float]]:
-        import time
-
         now = time.time()
         out = []
         for (group, topic), states in self._per_group_topic().items():
@@ -495,12 +532,3 @@ class MessagingRuntime:
                     oldest = max(oldest, now - msg.store_timestamp / 1000)
             out.append(({"topic": topic, "consumer_group": group}, oldest))
         return out
-
-    def _inflight(self) -> list[tuple[dict[str, str], float]]:
-        return [
-            (
-                {"topic": topic, "consumer_group": group},
-                float(sum(s.inflight_count() for _, s in states)),
-            )
-            for (group, topic), states in self._per_group_topic().items()
-        ]

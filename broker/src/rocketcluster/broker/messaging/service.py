@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -21,9 +22,18 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.grpc_protocol import service_pb2_grpc
 
 from rocketcluster.api.names import group_name_problem, topic_name_problem
+from rocketcluster.broker.call_headers import header
 from rocketcluster.broker.messaging import queries
-from rocketcluster.broker.messaging.codes import OK, OK_STATUS, Code, MessagingError, status
+from rocketcluster.broker.messaging.codes import (
+    OK,
+    OK_STATUS,
+    Code,
+    ForeignReceipt,
+    MessagingError,
+    status,
+)
 from rocketcluster.broker.messaging.convert import duration_ms, to_pb
+from rocketcluster.broker.messaging.cross_group import borrowed_from
 from rocketcluster.broker.messaging.filters import FilterSyntaxError
 from rocketcluster.broker.messaging.send import accepted_types
 
@@ -85,13 +95,6 @@ GATED_RPCS = frozenset(
 )
 
 
-def _metadata(context: grpc.aio.ServicerContext[Any, Any], key: str) -> str:
-    for k, v in context.invocation_metadata() or ():
-        if k == key:
-            return v if isinstance(v, str) else v.decode()
-    return ""
-
-
 def topic_named(name: str) -> str:
     """A topic name a request carries without needing the topic to exist (acks,
     transactions): still a valid name, or ILLEGAL_TOPIC."""
@@ -102,7 +105,7 @@ def topic_named(name: str) -> str:
 
 
 def client_id_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
-    client_id = _metadata(context, "x-mq-client-id")
+    client_id = header(context, "x-mq-client-id")
     if not client_id:
         raise MessagingError(Code.CLIENT_ID_REQUIRED, "the x-mq-client-id header is required")
     return client_id
@@ -132,7 +135,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 # slave that knows the new master (forward) — a pause, not an error.
                 await self._gate.passage()
             master = self._rt.forward_to() if request is not None else None
-            if master is not None and not _metadata(context, "x-rc-forwarded"):
+            if master is not None and not header(context, "x-rc-forwarded"):
                 return await self._rt.forwarder.unary(master, rpc, request, context)  # type: ignore[no-any-return]
             result = handler(client_id)
             if type(result) is CoroutineType:  # an async handler (cheaper than iscoroutine)
@@ -162,6 +165,40 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             broker=self._rt.broker_pb(group),
             accept_message_types=accepted_types(topic),
         )
+
+    async def _pass_on(self, owner: str, rpc: str, request: Any, context: Any) -> Any:
+        """``request``, whose receipt handle broker group ``owner`` minted, answered
+        there (cross_group.py)."""
+        return await self._rt.cross_group.pass_on(
+            owner, rpc, request, context, borrowed=bool(borrowed_from(context))
+        )
+
+    async def _ack_elsewhere(
+        self,
+        owner: str,
+        request: spb.AckMessageRequest,
+        indexes: list[int],
+        response: spb.AckMessageResponse,
+        context: Any,
+    ) -> int:
+        """Acknowledge the entries at ``indexes`` at broker group ``owner``, which
+        delivered them; their results go into ``response``. Returns how many failed."""
+        part = spb.AckMessageRequest(group=request.group, topic=request.topic)
+        part.entries.extend(request.entries[i] for i in indexes)
+        try:
+            answer = await self._pass_on(owner, "AckMessage", part, context)
+            results = list(answer.entries)
+            if len(results) != len(indexes):  # an answer without entries: its status
+                results = [spb.AckMessageResultEntry(status=answer.status) for _ in indexes]
+        except MessagingError as exc:
+            results = [spb.AckMessageResultEntry(status=exc.to_status()) for _ in indexes]
+        failed = 0
+        for i, result in zip(indexes, results, strict=True):
+            response.entries[i].status.CopyFrom(result.status)
+            if result.receipt_handle:
+                response.entries[i].receipt_handle = result.receipt_handle
+            failed += result.status.code != OK
+        return failed
 
     # -- routes and clients --------------------------------------------------------
 
@@ -366,7 +403,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             client_id = client_id_of(context)
             rt = self._rt
             master = rt.forward_to()
-            if master is not None and not _metadata(context, "x-rc-forwarded"):
+            if master is not None and not header(context, "x-rc-forwarded"):
                 async for forwarded in rt.forwarder.stream(
                     master, "ReceiveMessage", request, context
                 ):
@@ -385,7 +422,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             # As the Java proxy does, the queue named in the request only picks the
             # broker: the broker pops from all of the topic's queues (-1), so a simple
             # consumer's round-robin over queues never strands messages.
-            deliveries = await rt.pop.receive(
+            receive = functools.partial(
+                rt.pop.receive,
                 group,
                 topic,
                 -1,
@@ -394,8 +432,23 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 invisible_ms,
                 auto_renew=request.auto_renew,
                 client_id=client_id,
-                wait_seconds=wait,
             )
+            borrowed_by = borrowed_from(context)
+            if borrowed_by:
+                wait = 0.0  # the group that asked does the waiting
+            may_borrow = not request.auto_renew and not borrowed_by
+            waited_from = time.monotonic()
+            deliveries = await receive(wait_seconds=0.0 if may_borrow else wait)
+            if not deliveries and may_borrow:
+                # Nothing readable here: another group's backlog for this consumer
+                # group is served now instead of after a long poll (cross_group.py).
+                borrowed = await rt.cross_group.borrow(request, context)
+                if borrowed:
+                    for response in borrowed:
+                        yield response
+                    return
+                waited = time.monotonic() - waited_from
+                deliveries = await receive(wait_seconds=max(0.0, wait - waited))
             if not deliveries:
                 code = Code.MESSAGE_NOT_FOUND
                 yield spb.ReceiveMessageResponse(
@@ -441,13 +494,16 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             response = spb.AckMessageResponse()
             add = response.entries.add
             failed = 0
-            for entry in request.entries:  # built in place: this runs per message
+            foreign: dict[str, list[int]] = {}  # group -> entries another group delivered
+            for i, entry in enumerate(request.entries):  # built in place: runs per message
                 handle_text = entry.receipt_handle
                 result = add(message_id=entry.message_id, receipt_handle=handle_text)
                 try:
                     self._rt.pop.ack(group.name, topic, handle_text)
                     result.status.code = OK
                     result.status.message = "OK"
+                except ForeignReceipt as exc:
+                    foreign.setdefault(exc.group, []).append(i)
                 except MessagingError as exc:
                     result.status.CopyFrom(exc.to_status())
                     failed += 1
@@ -458,6 +514,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                     if result.status.code == OK:
                         result.status.CopyFrom(exc.to_status())
                         failed += 1
+            for owner, indexes in foreign.items():
+                failed += await self._ack_elsewhere(owner, request, indexes, response, context)
             if not failed:
                 response.status.CopyFrom(OK_STATUS)
             elif len(response.entries) == 1:
@@ -478,9 +536,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
             invisible = duration_ms(request.invisible_duration)
             if not 0 <= invisible <= self._rt.tuning.max_invisible_ms:
                 raise MessagingError(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration out of range")
-            handle_text = self._rt.pop.change_invisible(
-                group.name, topic_named(request.topic.name), request.receipt_handle, invisible
-            )
+            try:
+                handle_text = self._rt.pop.change_invisible(
+                    group.name, topic_named(request.topic.name), request.receipt_handle, invisible
+                )
+            except ForeignReceipt as exc:
+                return await self._pass_on(exc.group, "ChangeInvisibleDuration", request, context)
             await self._rt.pop.recorded("the new invisibility")
             return spb.ChangeInvisibleDurationResponse(status=OK_STATUS, receipt_handle=handle_text)
 
@@ -501,9 +562,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         async def handle(client_id: str) -> spb.ForwardMessageToDeadLetterQueueResponse:
             group = self._rt.registry.require_group(request.group.name)
-            await self._rt.pop.forward_to_dead_letter(
-                group.name, topic_named(request.topic.name), request.receipt_handle
-            )
+            try:
+                await self._rt.pop.forward_to_dead_letter(
+                    group.name, topic_named(request.topic.name), request.receipt_handle
+                )
+            except ForeignReceipt as exc:
+                return await self._pass_on(
+                    exc.group, "ForwardMessageToDeadLetterQueue", request, context
+                )
             return spb.ForwardMessageToDeadLetterQueueResponse(status=OK_STATUS)
 
         return await self._unary(

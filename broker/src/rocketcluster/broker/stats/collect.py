@@ -69,10 +69,9 @@ def positions(
     """Live consume state first; a saved committed offset of a served group otherwise."""
     out: dict[StateKey, Position] = {}
     for key, state in states.items():
-        expired = sum(1 for f in state.inflight.values() if f.deadline_ms <= now_ms)
-        out[key] = Position(
-            state.committed, state.inflight_count() - expired, len(state.waiting) + expired
-        )
+        inflight = state.inflight_count(now_ms)
+        expired = len(state.inflight) - inflight
+        out[key] = Position(state.committed, inflight, len(state.waiting) + expired)
     for key, committed in offsets.items():
         if key not in out and key[0] in served_groups:
             out[key] = Position(committed)

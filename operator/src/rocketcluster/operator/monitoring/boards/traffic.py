@@ -185,10 +185,39 @@ def consumer_lag() -> dict[str, Any]:
         )
         .add(
             graph(
-                "In-flight messages",
-                "Messages delivered and not yet acknowledged (invisible to other consumers).",
+                "In flight and ready",
+                "The lag split in two: in flight, delivered and invisible to other "
+                "consumers until acknowledged or expired; ready, what a receive would be "
+                "given now (never delivered, or visible again). Ready that stays high "
+                "while consumers receive means they are not reaching it.",
                 "short",
-                Q(f"sum by ({by}) ({v('rocketmq_consumer_inflight_messages', *tg)})", legend),
+                Q(
+                    f"sum by ({by}) ({v('rocketmq_consumer_inflight_messages', *tg)})",
+                    "{{consumer_group}} / {{topic}} in flight",
+                ),
+                Q(
+                    f"sum by ({by}) ({v('rocketmq_consumer_ready_messages', *tg)})",
+                    "{{consumer_group}} / {{topic}} ready",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Receives answered by another group",
+                "Messages a broker group delivered for receives that found nothing on the "
+                "group the client asked (official clients pick a group per receive), and "
+                "the acks passed back to the group that delivered them.",
+                "cps",
+                Q(
+                    rate("rocketmq_cross_group_received_messages_total", "group, from_group", *b),
+                    "{{group}} from {{from_group}}",
+                ),
+                Q(
+                    rate("rocketmq_cross_group_passed_on_total", "group, to_group", *b),
+                    "{{group}} passed on to {{to_group}}",
+                ),
                 min_value=0,
             ),
             12,
