@@ -40,6 +40,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
 from rocketcluster.api.limits import ClientLimits
+from rocketcluster.broker.call_headers import header
 from rocketcluster.broker.messaging.codes import Code, status
 from rocketcluster.broker.metrics import BrokerMetrics
 
@@ -187,10 +188,7 @@ def _undecodable(method: str, request: Undecodable) -> pb.Status:
 
 
 def _client_of(context: Any) -> str:
-    for key, value in context.invocation_metadata() or ():
-        if key == CLIENT_ID_HEADER:
-            return value if isinstance(value, str) else value.decode(errors="replace")
-    return ""
+    return header(context, CLIENT_ID_HEADER)
 
 
 class ClientAdmission:

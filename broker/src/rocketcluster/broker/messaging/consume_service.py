@@ -31,6 +31,7 @@ from rocketcluster.api.client.batch_codec import (
 from rocketcluster.api.generated import consume_pb2 as cpb
 from rocketcluster.api.names import group_name_problem
 from rocketcluster.api.users import Action
+from rocketcluster.broker.call_headers import header
 from rocketcluster.broker.messaging.admission import ClientAdmission
 from rocketcluster.broker.messaging.codes import Code, MessagingError
 from rocketcluster.broker.messaging.service import (
@@ -82,7 +83,7 @@ def checked_reply_bytes(max_bytes: int) -> int:
 
 
 def _forwarded(context: Any) -> bool:
-    return any(k == FORWARDED_HEADER for k, _ in context.invocation_metadata() or ())
+    return bool(header(context, FORWARDED_HEADER))
 
 
 class ConsumeServicer:

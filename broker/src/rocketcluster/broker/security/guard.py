@@ -30,6 +30,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
 from rocketcluster.api.users import Action
+from rocketcluster.broker.call_headers import header
 from rocketcluster.broker.security.auth import (
     Authenticator,
     AuthError,
@@ -117,13 +118,7 @@ def _refusal(method: str, request: Any, error: AuthError) -> Any:
 
 
 def _headers(context: Any) -> tuple[str, str]:
-    authorization = date = ""
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization":
-            authorization = value if isinstance(value, str) else value.decode()
-        elif key == "x-mq-date-time":
-            date = value if isinstance(value, str) else value.decode()
-    return authorization, date
+    return header(context, "authorization"), header(context, "x-mq-date-time")
 
 
 STREAMING: Final = {"ReceiveMessage": "unary_stream", "PullMessage": "unary_stream"}
