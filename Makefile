@@ -17,7 +17,7 @@ DIST ?= dist
 # test that starts clusters (e2e/local/test_catalogue.py: 35 s of CPU, 18 s cached).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help setup debs images chart demo demo-operator test lint generated typecheck unit chaos chaos-soak chaos-deps bench sim clean
+.PHONY: help setup debs node-deps images chart demo demo-operator test lint generated typecheck unit chaos chaos-soak chaos-deps bench sim clean
 
 help:
 	@echo "make demo   - start the embedded local runtime and show it working"
@@ -63,7 +63,7 @@ typecheck: setup
 	$(RUN) mypy api/src broker/src controller/src ctl/src operator/src e2e/src spark-jobs/src \
 	  api/tests broker/tests controller/tests ctl/tests operator/tests e2e/tests e2e/local e2e/k8s e2e/monitoring spark-jobs/tests
 
-unit: setup debs
+unit: setup debs node-deps
 	$(RUN) pytest $(PYTEST_ARGS)
 
 # Debian packages the tests use, installed when missing: buildah and mmdebstrap build
@@ -81,6 +81,19 @@ debs:
 	  apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1 \
 	    || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
 	fi
+
+# The official Node.js client the e2e tests drive (e2e/node): exactly what its lock
+# file names, from the npm registry; Node.js and npm from Debian when missing.
+NODE_DIR := e2e/node
+node-deps: $(NODE_DIR)/node_modules/.installed
+
+$(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "installing nodejs npm (apt-get)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q --no-install-recommends nodejs npm >/dev/null 2>&1 \
+	    || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends nodejs npm >/dev/null; }; }
+	npm ci --prefix $(NODE_DIR) --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
 
 test: lint generated typecheck unit chaos
 
@@ -109,6 +122,7 @@ bench: setup debs
 	$(RUN) rocketctl bench clients --out bench/results
 	$(RUN) rocketctl bench controller --out bench/results
 	$(RUN) rocketctl bench replication --out bench/results
+	$(RUN) rocketctl bench drain --out bench/results
 	$(RUN) rocketctl bench switchover --out bench/results
 	$(RUN) rocketctl bench security --out bench/results
 	$(RUN) rocketctl bench spark --out bench/results
@@ -138,4 +152,4 @@ sim: setup
 	$(RUN) python -m rocketcluster.controller.raft.sim --seeds $(SEEDS) --start $(START)
 
 clean:
-	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .hypothesis $(NODE_DIR)/node_modules

@@ -198,7 +198,13 @@ class Workload:
     endpoints: str
     credentials: tuple[str, str] | None = None
     tls: bool = False
+    topic: str = TOPIC
+    # FIFO: each producer spreads its messages over this many message groups, in turn
+    # (0: no message group, a NORMAL topic).
+    message_groups: int = 0
     acked: dict[str, float] = field(default_factory=dict)
+    # FIFO: message id -> (message group, its place in the group's acknowledged order)
+    fifo_order: dict[str, tuple[str, int]] = field(default_factory=dict)
     groups: dict[str, str] = field(default_factory=dict)  # message id -> broker group
     failures: list[float] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)  # error text -> count
@@ -219,22 +225,29 @@ class Workload:
                 Credentials(*self.credentials) if self.credentials else Credentials(),
                 request_timeout=3,
             ),
-            (TOPIC,),
+            (self.topic,),
             tls_enable=self.tls,
         )
         producer.startup()
+        sent_in_group: dict[str, int] = {}
         try:
             i = 0
             while not self._stop.is_set():
                 msg = Message()
-                msg.topic = TOPIC
+                msg.topic = self.topic
                 msg.body = f"w{w}-{i}".encode()
+                mgroup = f"w{w}-g{i % self.message_groups}" if self.message_groups else ""
+                if mgroup:
+                    msg.message_group = mgroup
                 i += 1
                 started = time.time()
                 try:
                     receipt = producer.send(msg)
                     # The client names a queue "<broker group>.<topic>.<queue id>".
                     self.groups[receipt.message_id] = str(receipt.message_queue).split(".")[0]
+                    if mgroup:  # one send at a time per producer: acknowledged in order
+                        place = sent_in_group[mgroup] = sent_in_group.get(mgroup, -1) + 1
+                        self.fifo_order[receipt.message_id] = (mgroup, place)
                     self.acked[receipt.message_id] = now = time.time()
                     self.sends.append((now, now - started))
                 except Exception as exc:
