@@ -325,3 +325,45 @@ def test_history_round_trips_through_jsonl(tmp_path: Any) -> None:
     assert [r["type"] for r in records] == ["info", "invoke", "ok"]
     assert records[2]["kind"] == "not-a-clash"
     assert records[1]["time"] <= records[2]["time"]
+
+
+def _drain_note(h: H, complete: bool, seconds: float, **extra: Any) -> H:
+    h.records.append(
+        {
+            "type": "info",
+            "f": "note",
+            "time": h.t,
+            "event": "drain",
+            "episode": "kill master g-0",
+            "complete": complete,
+            "seconds": seconds,
+            **extra,
+        }
+    )
+    return h
+
+
+def test_drains_after_faults_are_summarised_and_a_stall_fails_the_run() -> None:
+    h = H().send("a", offset=0).deliver("a", 0)
+    _drain_note(h, True, 0.5)
+    _drain_note(h, True, 2.0)
+    s = verdicts(h)
+    assert s["valid"]
+    assert s["drains"]["checks"] == 2 and s["drains"]["stalls"] == 0
+    assert s["drains"]["max_s"] == 2.0
+    stalled = {
+        "bgroup": BG,
+        "cg": "cg",
+        "topic": "t",
+        "queue": 3,
+        "committed": 738,
+        "target": 755,
+        "inflight": 0,
+        "ready": 17,
+    }
+    _drain_note(h, False, 10.2, stalled=[stalled], stalled_queues=1, bound_s=10.0)
+    s = verdicts(h)
+    assert not s["valid"]
+    assert s["drains"]["stalls"] == 1
+    assert s["drains"]["stalled"][0]["sample"] == [stalled]
+    assert s["drains"]["stalled"][0]["episode"] == "kill master g-0"

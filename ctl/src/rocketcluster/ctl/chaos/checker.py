@@ -14,7 +14,10 @@ checker and OpenChaos).
   offset where the message is not;
 - recovery time per fault: from the first failed or indeterminate send inside the
   fault window to the next success, until every producer that failed succeeded
-  again, and from the heal to the first success.
+  again, and from the heal to the first success;
+- drains: after every fault, once the cluster was whole, every consumer group
+  consumed its backlog within the bound (drain.py) — a stall fails the run, with
+  the broker group, consumer group, queue and offsets that stalled.
 
 Nothing here does I/O, so hand-made histories test every verdict, including the
 ones that must fail.
@@ -156,6 +159,31 @@ def collect_faults(records: Iterable[Record]) -> list[FaultWindow]:
         elif r.get("phase") == "end" and fid in faults:
             faults[fid].end = r["time"]
     return sorted(faults.values(), key=lambda f: f.start)
+
+
+def collect_drains(records: Iterable[Record]) -> list[Record]:
+    """The drain checks run after each episode (drain.py), in order."""
+    return [r for r in records if r.get("f") == "note" and r.get("event") == "drain"]
+
+
+def drain_summary(drains: Sequence[Record]) -> dict[str, Any]:
+    stalls = [d for d in drains if not d.get("complete")]
+    seconds = [float(d["seconds"]) for d in drains if d.get("complete")]
+    return {
+        "checks": len(drains),
+        "stalls": len(stalls),
+        "p50_s": percentile(seconds, 50),
+        "max_s": max(seconds) if seconds else None,
+        "stalled": [
+            {
+                "episode": d.get("episode", ""),
+                "seconds": d.get("seconds"),
+                "queues": d.get("stalled_queues"),
+                "sample": d.get("stalled", [])[:5],
+            }
+            for d in stalls[:SAMPLE]
+        ],
+    }
 
 
 # -- verdicts -----------------------------------------------------------------------
@@ -506,7 +534,10 @@ def check(records: Sequence[Record]) -> dict[str, Any]:
     for f in faults:
         (skipped if f.skipped else by_kind_count)[f.kind] += 1
     missed = consumer_missed(sends, deliveries)
-    valid = not (lost_ids or unexpected_ids or fifo or consumer_fifo or inconsistent)
+    drains = drain_summary(collect_drains(records))
+    valid = not (
+        lost_ids or unexpected_ids or fifo or consumer_fifo or inconsistent or drains["stalls"]
+    )
     return {
         "valid": valid,
         "sends": {"invoked": len(sends), **dict(sorted(outcome_counts.items()))},
@@ -529,6 +560,7 @@ def check(records: Sequence[Record]) -> dict[str, Any]:
         },
         "inconsistent_offsets": {"count": len(inconsistent), "sample": inconsistent[:SAMPLE]},
         "consumer_missed": {cg: _sample(ids) for cg, ids in sorted(missed.items())},
+        "drains": drains,
         "faults_by_kind": dict(sorted(by_kind_count.items())),
         "faults_skipped": dict(sorted(skipped.items())),
         "recovery_by_kind": recovery_by_kind(fault_rows),

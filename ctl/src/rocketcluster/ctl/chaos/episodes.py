@@ -1,6 +1,7 @@
 """Running one episode of a schedule: inject each fault at its offset, heal it when
 its duration is up, record both in the history, then wait until the cluster is whole
-again before the quiet gap — so every episode starts from a healthy cluster and its
+again, check that every consumer group drains what it had to catch up on (drain.py),
+and only then the quiet gap — so every episode starts from a healthy cluster and its
 recovery is measured on its own."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import itertools
 import logging
 import time
 
+from rocketcluster.ctl.chaos.drain import DrainWatch
 from rocketcluster.ctl.chaos.faults import ActiveFault, FaultSpec, Injector, Skipped
 from rocketcluster.ctl.chaos.history import INFO, History
 from rocketcluster.ctl.chaos.roles import ClusterProbe
@@ -41,10 +43,17 @@ def wait_healthy(probe: ClusterProbe, timeout_s: float, history: History, why: s
 
 
 class EpisodeRunner:
-    def __init__(self, injector: Injector, probe: ClusterProbe, history: History) -> None:
+    def __init__(
+        self,
+        injector: Injector,
+        probe: ClusterProbe,
+        history: History,
+        drain: DrainWatch | None = None,
+    ) -> None:
         self.injector = injector
         self.probe = probe
         self.history = history
+        self.drain = drain
         self._ids = itertools.count(1)
 
     def run(self, episode: Episode, settle_s: float) -> bool:
@@ -71,7 +80,13 @@ class EpisodeRunner:
                         INFO, "fault", phase="end", fault_id=done.fault_id, kind=fault.kind.value
                     )
         healthy = wait_healthy(self.probe, settle_s, self.history, "episode")
-        time.sleep(episode.gap)
+        quiet_from = time.monotonic()
+        if healthy and self.drain is not None:
+            result = self.drain.wait()
+            self.history.append(INFO, "note", event="drain", episode=episode.describe(), **result)
+            if not result["complete"]:
+                log.warning("consumers did not drain after %s: %s", episode.describe(), result)
+        time.sleep(max(0.0, episode.gap - (time.monotonic() - quiet_from)))
         return healthy
 
     def _inject(self, index: int, fault: FaultSpec, active: dict[int, ActiveFault]) -> None:

@@ -22,6 +22,15 @@ def _s(value: Any) -> str:
     return "-" if value is None else f"{value:.2f}s"
 
 
+def _drains_line(drains: dict[str, Any] | None) -> str:
+    if not drains or not drains["checks"]:
+        return "  drains after faults: none checked"
+    return (
+        f"  drains after faults: {drains['checks']} checked, {drains['stalls']} stalled, "
+        f"p50 {_s(drains['p50_s'])} max {_s(drains['max_s'])}"
+    )
+
+
 def print_summary(summary: dict[str, Any], out: Path) -> None:
     run = summary["run"]
     fifo = summary["fifo"]
@@ -39,6 +48,7 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
         f"  duplicates={summary['duplicates']['count']} redeliveries={summary['redeliveries']} "
         f"recovered={summary['recovered']['count']}",
         f"  healthy at end: {run['healthy_at_end']}, audit complete: {run['audit_complete']}",
+        _drains_line(summary.get("drains")),
         "  faults by kind (p50/p99: first success, every producer healthy, after heal):",
     ]
     for kind, row in summary["recovery_by_kind"].items():
@@ -64,6 +74,14 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
         lines.append(f"  INCONSISTENT (sample): {summary['inconsistent_offsets']['sample'][:3]}")
     if fifo["violation_count"] or fifo["consumer_violation_count"]:
         lines.append(f"  FIFO: {fifo['violations'][:3]} {fifo['consumer_violations'][:3]}")
+    for stall in (summary.get("drains") or {}).get("stalled", []):
+        lines.append(f"  DRAIN STALLED after {stall['episode']}: {stall['queues']} queues behind")
+        for q in stall["sample"]:
+            lines.append(
+                f"    {q['bgroup']} {q['cg']} {q['topic']}/{q['queue']}: committed "
+                f"{q['committed']} of {q['target']} (in flight {q['inflight']}, "
+                f"ready {q['ready']})"
+            )
     if run["episodes_not_healthy_within_60s"]:
         lines.append(f"  not whole within 60s after: {run['episodes_not_healthy_within_60s']}")
     for note in run["notes"]:

@@ -54,7 +54,9 @@ class ClusterProbe:
                 return str(p["name"].rpartition("-")[0])
         return None
 
-    def _get(self, address: str, path: str) -> Any:
+    def get(self, address: str, path: str) -> Any:
+        """The JSON answer of GET ``path`` on an admin API, None when it fails (a
+        paused or cut-off process must not stall the runner)."""
         try:
             answer = self._http.get(f"http://{address}{path}")
             return answer.json() if answer.status_code == 200 else None
@@ -66,7 +68,7 @@ class ClusterProbe:
         leader may still believe it leads until check-quorum retires it)."""
         best: tuple[int, dict[str, Any]] | None = None
         for proc in self.controllers():
-            view = self._get(proc["addresses"]["admin"], "/v1/cluster")
+            view = self.get(proc["addresses"]["admin"], "/v1/cluster")
             if not view or view.get("raft", {}).get("state") != "leader":
                 continue
             term = int(view["raft"]["term"])
@@ -78,7 +80,7 @@ class ClusterProbe:
         leader = self.raft_leader()
         if leader is None:
             return None
-        view = self._get(leader["addresses"]["admin"], f"/v1/groups/{group}")
+        view = self.get(leader["addresses"]["admin"], f"/v1/groups/{group}")
         return view if isinstance(view, dict) else None
 
     def _proc_of(self, group: str, registered: str | None) -> dict[str, Any] | None:
@@ -106,7 +108,7 @@ class ClusterProbe:
         return None
 
     def broker_view(self, proc: dict[str, Any]) -> dict[str, Any] | None:
-        view = self._get(proc["addresses"]["admin"], "/v1/broker")
+        view = self.get(proc["addresses"]["admin"], "/v1/broker")
         return view if isinstance(view, dict) else None
 
     def health(self) -> Health:

@@ -33,6 +33,7 @@ from typing import Any
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.ctl.chaos import netns
 from rocketcluster.ctl.chaos.checker import check
+from rocketcluster.ctl.chaos.drain import DrainWatch
 from rocketcluster.ctl.chaos.episodes import EpisodeRunner, wait_healthy
 from rocketcluster.ctl.chaos.faults import Injector
 from rocketcluster.ctl.chaos.history import History
@@ -46,6 +47,9 @@ from rocketcluster.ctl.chaos.workload import (
     FIFO_TOPIC,
     NORMAL_GROUP,
     NORMAL_TOPIC,
+    OFFICIAL_GROUP,
+    OFFICIAL_TOPIC,
+    SUBSCRIPTIONS,
     Workload,
     WorkloadConfig,
 )
@@ -82,14 +86,25 @@ def chaos_cluster(groups: int) -> RocketCluster:
                 "topics": [
                     {"name": NORMAL_TOPIC, "queues": 4},
                     {"name": FIFO_TOPIC, "queues": 4, "messageType": "FIFO"},
+                    {"name": OFFICIAL_TOPIC, "queues": 4},
                 ],
                 "consumerGroups": [
                     {"name": NORMAL_GROUP},
                     {"name": FIFO_GROUP, "fifo": True},
                     {"name": AUDIT_GROUP},
+                    {"name": OFFICIAL_GROUP},
                 ],
             },
         }
+    )
+
+
+def workload_config(endpoints: dict[str, str]) -> WorkloadConfig:
+    """The same load whatever the number of groups (two NORMAL producers and four FIFO
+    message groups in all, at least one of each per group): more groups spread it."""
+    groups = max(1, len(endpoints))
+    return WorkloadConfig(
+        endpoints, normal_producers=max(1, 2 // groups), message_groups=max(1, 4 // groups)
     )
 
 
@@ -98,7 +113,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scenarios", choices=("fixed", "soak"), default="fixed")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--duration", type=float, default=600.0, help="soak seconds of faults")
-    parser.add_argument("--groups", type=int, default=None, help="broker groups (fixed 1, soak 2)")
+    parser.add_argument("--groups", type=int, default=2, help="broker groups")
     parser.add_argument("--out", type=Path, default=Path("e2e/chaos/reports/latest"))
     parser.add_argument("--loopback", action="store_true", help="no namespaces: kill/pause only")
     parser.add_argument("--keep", action="store_true", help="keep the cluster's data directory")
@@ -157,7 +172,9 @@ class Run:
         self.args = args
         self.network_problem = network_problem
         self.out: Path = args.out.resolve()
-        self.groups = args.groups or (1 if args.scenarios == "fixed" else 2)
+        # Two groups: consumers that choose a group per receive (the official ones)
+        # and faults that move traffic from one group to another need more than one.
+        self.groups = args.groups
         self.notes: list[str] = []
 
     def _network(self, cluster: RocketCluster, work: Path) -> tuple[netns.Network, list[str]]:
@@ -204,12 +221,13 @@ class Run:
             probe = ClusterProbe(runtime, REPLICAS)
             wait_healthy(probe, 120, history, "start")
             history.append("info", "note", event="cluster", groups=state["groupEndpoints"])
-            workload = Workload(WorkloadConfig(dict(state["groupEndpoints"])), history)
+            workload = Workload(workload_config(dict(state["groupEndpoints"])), history)
             workloads.append(workload)
             workload.start()
             time.sleep(WARMUP_S)
             injector = Injector(runtime, probe, network, self.network_problem)
-            runner = EpisodeRunner(injector, probe, history)
+            drain = DrainWatch(probe, SUBSCRIPTIONS, quiesce=workload.producers_paused)
+            runner = EpisodeRunner(injector, probe, history, drain)
             schedule = fixed() if args.scenarios == "fixed" else soak(args.seed, groups=self.groups)
             if args.only:
                 kinds = set(args.only.split(","))

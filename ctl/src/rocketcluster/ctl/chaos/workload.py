@@ -2,9 +2,13 @@
 
 Lean-client producers (asyncio, one thread) send to each broker group's endpoint:
 NORMAL messages, and FIFO messages in several message groups, one in flight per
-message group so its order is the order of acknowledgement. Official-client
-producers (threads) send NORMAL messages the way applications do, retries and all.
-Consumers (lean client, acking) read both topics from every group endpoint. Each
+message group so its order is the order of acknowledgement.
+Consumers (lean client, acking) read both topics from every group endpoint. The
+official clients have a NORMAL topic of their own: official-client producers (threads)
+send to it the way applications do, retries and all, and an official SimpleConsumer
+(a thread) reads it through all endpoints, choosing a group per receive as that client
+does — at a rate one such consumer keeps up with on a loaded machine, so a backlog
+after a fault means a stall, not a consumer too slow for its producers. Each
 operation is an invoke and an ok/fail/info in the history; after an ``info`` the
 worker continues as a new process with a new connection, as Jepsen's workers do, so
 a stalled connection never hides the recovery. The final ``audit`` reads every queue
@@ -20,7 +24,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,10 +38,19 @@ from rocketcluster.ctl.chaos.history import FAIL, INFO, INVOKE, OK, History
 log = logging.getLogger("rocketcluster.chaos")
 
 NORMAL_TOPIC = "chaos-normal"
+OFFICIAL_TOPIC = "chaos-official"
 FIFO_TOPIC = "chaos-fifo"
 NORMAL_GROUP = "chaos-normal-cg"
 FIFO_GROUP = "chaos-fifo-cg"
 AUDIT_GROUP = "chaos-audit"
+OFFICIAL_GROUP = "chaos-official-cg"
+# What each consumer group reads: the drain check after every fault watches these.
+SUBSCRIPTIONS = (
+    (NORMAL_GROUP, NORMAL_TOPIC),
+    (FIFO_GROUP, FIFO_TOPIC),
+    (OFFICIAL_GROUP, OFFICIAL_TOPIC),
+)
+TOPICS = (NORMAL_TOPIC, FIFO_TOPIC, OFFICIAL_TOPIC)
 
 
 @dataclass
@@ -46,6 +59,7 @@ class WorkloadConfig:
     normal_producers: int = 2  # per broker group
     message_groups: int = 4  # FIFO message groups per broker group
     official_producers: int = 1  # over all groups
+    official_consumers: int = 1  # SimpleConsumers of OFFICIAL_GROUP, over all groups
     rate: float = 12.0  # messages per second per producer
     send_timeout_s: float = 5.0
     invisible_ms: int = 5000
@@ -81,7 +95,13 @@ class Workload:
         )
         self._main: concurrent.futures.Future[None] | None = None
         self.last_delivery = time.monotonic()
-        self.acked: dict[str, set[str]] = {NORMAL_TOPIC: set(), FIFO_TOPIC: set()}
+        self.acked: dict[str, set[str]] = {topic: set() for topic in TOPICS}
+        # Producers send while this is set (the drain check after a fault clears it);
+        # ``_sending`` counts the sends they have started and not seen completed.
+        self._producing = threading.Event()
+        self._producing.set()
+        self._sending = 0
+        self._sending_lock = threading.Lock()
 
     def new_process(self) -> int:
         return next(self._pids)
@@ -96,9 +116,36 @@ class Workload:
             t = threading.Thread(target=self._official_producer, args=(w, endpoints), daemon=True)
             t.start()
             self._threads.append(t)
+        for w in range(self.config.official_consumers):
+            t = threading.Thread(target=self._official_consumer, args=(w, endpoints), daemon=True)
+            t.start()
+            self._threads.append(t)
 
     def stop_producers(self) -> None:
         self._stop_producing.set()
+
+    @contextlib.contextmanager
+    def _in_flight(self) -> Iterator[None]:
+        with self._sending_lock:
+            self._sending += 1
+        try:
+            yield
+        finally:
+            with self._sending_lock:
+                self._sending -= 1
+
+    @contextlib.contextmanager
+    def producers_paused(self) -> Iterator[None]:
+        """No new sends while the block runs; it starts once the sends already started
+        have completed (or timed out), so what the consumers must catch up on is fixed."""
+        self._producing.clear()
+        try:
+            deadline = time.monotonic() + self.config.send_timeout_s + 5.0
+            while self._sending and time.monotonic() < deadline:
+                time.sleep(0.05)
+            yield
+        finally:
+            self._producing.set()
 
     def drain(self, quiet_s: float, timeout_s: float) -> bool:
         """Keep consuming until nothing was delivered for ``quiet_s`` (longer than the
@@ -154,6 +201,9 @@ class Workload:
         due = time.monotonic()
         try:
             for seq in itertools.count():
+                while not self._producing.is_set() and not self._stop_producing.is_set():
+                    await asyncio.sleep(0.05)
+                    due = time.monotonic()
                 if self._stop_producing.is_set():
                     break
                 mid = f"{letter}{worker}-{seq}"
@@ -167,9 +217,10 @@ class Workload:
                 if mgroup:
                     fields["mgroup"] = mgroup
                 body = f"{mid}|{mgroup or ''}|{seq}|".encode().ljust(cfg.body_bytes, b".")
-                self.history.append(INVOKE, "send", process=process, **fields)
-                kind, extra = await self._send(client, topic, body, mid, mgroup)
-                self.history.append(kind, "send", process=process, **fields, **extra)
+                with self._in_flight():
+                    self.history.append(INVOKE, "send", process=process, **fields)
+                    kind, extra = await self._send(client, topic, body, mid, mgroup)
+                    self.history.append(kind, "send", process=process, **fields, **extra)
                 if kind == OK:
                     self.acked[topic].add(mid)
                 elif kind == INFO:
@@ -199,64 +250,124 @@ class Workload:
 
     def _official_producer(self, w: int, endpoints: str) -> None:
         from rocketmq.v5.client import ClientConfiguration, Credentials
-        from rocketmq.v5.model import Message
         from rocketmq.v5.producer import Producer
 
         producer = Producer(
-            ClientConfiguration(endpoints, Credentials(), request_timeout=3), (NORMAL_TOPIC,)
+            ClientConfiguration(endpoints, Credentials(), request_timeout=3), (OFFICIAL_TOPIC,)
         )
         producer.startup()
         process = self.new_process()
         period = 1.0 / self.config.rate
         try:
             for seq in itertools.count():
+                while not self._producing.wait(0.1) and not self._stop_producing.is_set():
+                    pass
                 if self._stop_producing.is_set():
                     break
                 started = time.monotonic()
-                mid = f"O{w}-{seq}"
-                msg = Message()
-                msg.topic = NORMAL_TOPIC
-                msg.body = f"{mid}||{seq}|".encode().ljust(self.config.body_bytes, b".")
-                self.history.append(
-                    INVOKE,
-                    "send",
-                    process=process,
-                    id=mid,
-                    topic=NORMAL_TOPIC,
-                    seq=seq,
-                    worker=f"O{w}",
-                )
-                try:
-                    receipt = producer.send(msg)
-                except Exception as exc:  # retried inside the client: never definite
-                    self.history.append(
-                        INFO,
-                        "send",
-                        process=process,
-                        id=mid,
-                        topic=NORMAL_TOPIC,
-                        error=_error_text(exc),
-                    )
-                    process = self.new_process()
-                else:
-                    bgroup = str(receipt.message_queue).split(".")[0]
-                    self.history.append(
-                        OK,
-                        "send",
-                        process=process,
-                        id=mid,
-                        topic=NORMAL_TOPIC,
-                        seq=seq,
-                        bgroup=bgroup,
-                        offset=int(receipt.offset),
-                    )
-                    self.acked[NORMAL_TOPIC].add(mid)
+                with self._in_flight():
+                    process = self._official_send(producer, w, seq, process)
                 time.sleep(max(0.0, period - (time.monotonic() - started)))
         finally:
             with contextlib.suppress(Exception):
                 producer.shutdown()
 
+    def _official_send(self, producer: Any, w: int, seq: int, process: int) -> int:
+        """One send of the official producer, recorded; returns the process to go on
+        as (a new one after an indeterminate outcome)."""
+        from rocketmq.v5.model import Message
+
+        mid = f"O{w}-{seq}"
+        msg = Message()
+        msg.topic = OFFICIAL_TOPIC
+        msg.body = f"{mid}||{seq}|".encode().ljust(self.config.body_bytes, b".")
+        common = {"id": mid, "topic": OFFICIAL_TOPIC}
+        self.history.append(INVOKE, "send", process=process, seq=seq, worker=f"O{w}", **common)
+        try:
+            receipt = producer.send(msg)
+        except Exception as exc:  # retried inside the client: never definite
+            self.history.append(INFO, "send", process=process, error=_error_text(exc), **common)
+            return self.new_process()
+        bgroup = str(receipt.message_queue).split(".")[0]
+        self.history.append(
+            OK,
+            "send",
+            process=process,
+            seq=seq,
+            bgroup=bgroup,
+            offset=int(receipt.offset),
+            **common,
+        )
+        self.acked[OFFICIAL_TOPIC].add(mid)
+        return process
+
     # -- consuming ---------------------------------------------------------------------
+
+    def _official_consumer(self, w: int, endpoints: str) -> None:
+        """Receive and acknowledge with the official SimpleConsumer until told to stop.
+        Its messages do not say where they are stored; the receipt handle does (the
+        broker group that delivered it, queue and offset: broker/messaging/receipt.py)."""
+        from rocketmq.v5.client import ClientConfiguration, Credentials
+        from rocketmq.v5.consumer import SimpleConsumer
+        from rocketmq.v5.model import FilterExpression
+
+        from rocketcluster.broker.messaging.receipt import InvalidReceiptHandle, decode_handle
+
+        consumer = SimpleConsumer(
+            ClientConfiguration(endpoints, Credentials(), request_timeout=3),
+            OFFICIAL_GROUP,
+            {OFFICIAL_TOPIC: FilterExpression()},
+            await_duration=2,
+        )
+        consumer.startup()
+        process = self.new_process()
+        common = {"topic": OFFICIAL_TOPIC, "cg": OFFICIAL_GROUP}
+        invisible_s = max(1, self.config.invisible_ms // 1000)
+        try:
+            while not self._stop_consuming.is_set():
+                self.history.append(INVOKE, "receive", process=process, **common)
+                try:
+                    got = consumer.receive(32, invisible_s)
+                except Exception as exc:
+                    self.history.append(
+                        INFO, "receive", process=process, error=_error_text(exc), **common
+                    )
+                    process = self.new_process()
+                    time.sleep(0.3)
+                    continue
+                if not got:
+                    self.history.append(OK, "receive", process=process, count=0, **common)
+                    continue
+                self.last_delivery = time.monotonic()
+                acked = failed = 0
+                for msg in got:
+                    try:
+                        where = decode_handle(msg.receipt_handle)
+                    except InvalidReceiptHandle:
+                        where = None
+                    self.history.append(
+                        OK,
+                        "receive",
+                        process=process,
+                        id=bytes(msg.body).split(b"|", 1)[0].decode(errors="replace"),
+                        bgroup=where.group if where else "",
+                        queue=where.queue_id if where else -1,
+                        offset=where.queue_offset if where else -1,
+                        attempt=msg.delivery_attempt,
+                        **common,
+                    )
+                    try:
+                        consumer.ack(msg)
+                        acked += 1
+                    except Exception:  # not acknowledged: it comes back after its time
+                        failed += 1
+                kind = OK if not failed else FAIL
+                self.history.append(
+                    kind, "ack", process=process, count=acked, failed=failed, **common
+                )
+        finally:
+            with contextlib.suppress(Exception):
+                consumer.shutdown()
 
     async def _consumer(self, bgroup: str, endpoint: str, topic: str, cg: str, f: str) -> None:
         await self.consume(
@@ -379,7 +490,7 @@ class Workload:
                         bgroup, endpoint, topic, AUDIT_GROUP, "audit", stop_for(topic), seen, 64
                     )
                     for bgroup, endpoint in self.config.endpoints.items()
-                    for topic in (NORMAL_TOPIC, FIFO_TOPIC)
+                    for topic in TOPICS
                 )
             )
 
