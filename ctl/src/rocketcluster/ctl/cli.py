@@ -210,6 +210,37 @@ def bench_replication(out_dir: Path, seconds: float, kills: int, work_dir: Path)
     click.echo(f"results: {path}")
 
 
+@bench.command("drain")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option("--messages", type=int, default=3000, show_default=True, help="backlog per case")
+@click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/drain"))
+@click.option(
+    "--cases",
+    default="balanced,one-group,one-group-no-cross",
+    show_default=True,
+    help="comma-separated",
+)
+def bench_drain(out_dir: Path, messages: int, work_dir: Path, cases: str) -> None:
+    """Where an official SimpleConsumer's time goes draining a backlog: spread over the
+    groups, on one group, and on one group without cross-group receives."""
+    from rocketcluster.ctl.bench.drain_bench import rows, run_drain_bench
+
+    try:
+        result = run_drain_bench(work_dir, messages, tuple(c for c in cases.split(",") if c))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cases") from exc
+    path = write_results(out_dir, "drain", result)
+    columns = ["case", "msgs_per_s", "empty", "empty_s", "cross_group", "passed_on"]
+    columns += ["receive_ms", "ack_ms"]
+    columns += ["broker_rcv_ms", "broker_ack_ms", "client_ms", "client_cpu_us", "brokers_cpu_us"]
+    click.echo(format_table(rows(result), columns))
+    click.echo(
+        "per message: receive_ms/ack_ms the client's wall time in each call; broker_*_ms "
+        "the masters' time answering them; client_ms the rest (client library, gRPC, hop)"
+    )
+    click.echo(f"results: {path}")
+
+
 @bench.command("cpu")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
 @click.option("--seconds", type=float, default=10.0, show_default=True, help="load per case")
