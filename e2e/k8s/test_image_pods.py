@@ -59,7 +59,7 @@ def image_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operated
             operator_image=tags["operator"],
         )
     except BackendUnavailable as exc:
-        pytest.skip(f"emulated backend: {exc}")
+        pytest.fail(f"emulated backend: {exc}")
     cluster = OperatedCluster(backend, "prod")
     try:
         yield cluster

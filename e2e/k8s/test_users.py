@@ -56,7 +56,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatedCluste
     try:
         backend = EmulatedBackend(tmp_path_factory.mktemp("k8s-users"), REPO / "crds")
     except BackendUnavailable as exc:
-        pytest.skip(f"emulated backend: {exc}")
+        pytest.fail(f"emulated backend: {exc}")
     operated = OperatedCluster(backend, "guarded")
     try:
         manifest = yaml.safe_dump_all([CLUSTER, ROCKET_USER])

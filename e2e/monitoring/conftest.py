@@ -78,7 +78,10 @@ def prometheus_binary() -> Path:
     try:
         return find_binary("prometheus")
     except PrometheusUnavailable as exc:
-        pytest.skip(f"SKIPPED LOUDLY — the monitoring suite needs a real Prometheus: {exc}")
+        pytest.fail(
+            f"the monitoring suite needs a real Prometheus: {exc} (`make debs` installs "
+            "Debian's prometheus package)"
+        )
 
 
 @pytest.fixture(scope="session")

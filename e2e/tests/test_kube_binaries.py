@@ -1,8 +1,10 @@
-"""kubectl and helm for the tests: checked (run) once per process and directory, as
+"""kubectl and helm for the tests: unpacked from the locked wheel the virtualenv holds
+(no download, nothing from $HOME), checked (run) once per process and directory, as
 ``harness.kubectl()`` asks for them on every call; a failure is never remembered."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -32,13 +34,27 @@ def test_the_binaries_are_run_once_per_process(
     assert len(runs) == 4
 
 
+def test_a_fresh_directory_gets_them_from_the_installed_wheel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(binaries, "_checked", {})
+    found = ensure_binaries(tmp_path / "bin")
+    for name in ("kubectl", "helm"):
+        path = getattr(found, name)
+        assert path.parent == tmp_path / "bin"
+        version = subprocess.run(
+            [str(path), *binaries.VERSION_ARGS[name]], capture_output=True, text=True, check=True
+        )
+        assert "v1.34" in version.stdout if name == "kubectl" else "v4." in version.stdout
+
+
 def test_a_failure_says_why_on_every_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def offline(into: Path) -> Path:
-        raise BinariesUnavailable("could not download (offline?)")
+    def missing() -> Path:
+        raise BinariesUnavailable(f"{binaries.WHEEL} is not installed: run {binaries.SETUP}")
 
     monkeypatch.setattr(binaries, "_works", lambda path, name: False)
-    monkeypatch.setattr(binaries, "_download", offline)
+    monkeypatch.setattr(binaries, "_installed_tarball", missing)
     monkeypatch.setattr(binaries, "_checked", {})
     for _ in range(2):
-        with pytest.raises(BinariesUnavailable, match="offline"):
+        with pytest.raises(BinariesUnavailable, match="make setup"):
             ensure_binaries(tmp_path)

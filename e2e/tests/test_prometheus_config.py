@@ -59,7 +59,7 @@ def _binary(name: str) -> Path:
     try:
         return find_binary(name)
     except PrometheusUnavailable as exc:
-        pytest.skip(f"SKIPPED LOUDLY: {exc}")
+        pytest.fail(f"{exc} (`make debs` installs Debian's prometheus package)")
 
 
 # -- configuration -------------------------------------------------------------------

@@ -168,7 +168,7 @@ def test_the_controller_knows_its_leader_and_counts_its_election(cluster: Cluste
 def test_promtool_accepts_every_processs_exposition(cluster: Cluster) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
-        pytest.skip("promtool is not installed")
+        pytest.fail("promtool is not installed: `make debs` installs Debian's prometheus package")
     procs = [*cluster.processes("broker"), *cluster.processes("controller")]
     assert len(procs) == 3
     for proc in procs:

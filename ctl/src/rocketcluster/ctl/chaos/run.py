@@ -8,7 +8,8 @@ run ends the kernel ends every process it started and every namespace vanishes. 
 still cleans up on its own. Inside, each controller and broker runs in its own
 network namespace (``netns``); the workload, the group endpoints and the checker
 stay in the runner's. Where namespaces cannot be had, only kill and pause faults run,
-on loopback, and every network fault is reported as SKIPPED — loudly.
+on loopback, every network fault is reported as SKIPPED — loudly — and the run fails
+unless ``--loopback`` asked for exactly that.
 
 Output in DIR: ``history.jsonl``, ``summary.json``, ``timeline.png`` and the
 processes' logs. Exit status 1 when anything acknowledged was lost, anything
@@ -301,7 +302,10 @@ class Run:
             "episodes_not_healthy_within_60s": unhealthy,
             "notes": self.notes,
         }
-        summary["valid"] = bool(summary["valid"] and healthy_at_end)
+        # Network faults that could not run are a failure, not a pass, unless loopback
+        # (kill and pause only) was asked for.
+        network_ok = self.network_problem is None or bool(self.args.loopback)
+        summary["valid"] = bool(summary["valid"] and healthy_at_end and network_ok)
         (self.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         span = summary["run"]["history_span_s"]
         title = (
