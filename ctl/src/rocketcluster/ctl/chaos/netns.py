@@ -1,4 +1,4 @@
-"""Network namespaces for the chaos suite (docs/chaos.md).
+"""Network namespaces for the chaos suite (e2e/chaos/README.md).
 
 A "switch" namespace holds a bridge; every controller and broker gets a namespace of
 its own with a veth into the bridge, named ``eth0`` inside and an address in
