@@ -13,6 +13,7 @@ from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In,
 
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.stats import ConsumerStats, QueueStats, StatsSnapshot
+from rocketcluster.controller.state import ReplicasState
 from rocketcluster.ctl.testing import LocalBroker, local_broker, wait_for
 from rocketcluster.ctl.workload import consume, produce
 from rocketcluster.jobs import tables
@@ -75,15 +76,25 @@ def test_snapshot_rows_carry_the_snapshot_key() -> None:
 
 
 def test_event_rows_read_the_controller_history_shape() -> None:
-    event = {
-        "index": 7, "time": 5000, "command": "ElectMaster", "group": "g", "reason": "master down",
-        "detail": {"newMasterId": 2, "unclean": True}, "masterId": 2, "masterEpoch": 3,
-        "syncStateSet": [2], "syncStateSetEpoch": 4,
-    }  # fmt: skip
-    row = event_row(event)
-    assert row["broker_id"] == 2 and row["unclean"] is True and row["sync_state_set"] == [2]
-    registration = event_row({"index": 1, "time": 1, "command": "RegisterBroker", "group": "g"})
-    assert registration["master_id"] is None and registration["unclean"] is False
+    """The history the controller's own state machine records (not a hand-made copy of
+    its shape: one named the elected master ``newMasterId``, the controller does not)."""
+    state = ReplicasState()
+    commands: list[dict[str, object]] = [
+        {"type": "ApplyBrokerId", "cluster": "c", "group": "g", "brokerId": b,
+         "address": f"10.0.0.{b}:10911", "checkCode": f"code-{b}"}
+        for b in (1, 2)
+    ]  # fmt: skip
+    commands.append(
+        {"type": "ElectMaster", "group": "g", "masterEpoch": 0, "newMaster": 2,
+         "unclean": True, "reason": "master down"}
+    )  # fmt: skip
+    for index, command in enumerate(commands, start=1):
+        assert state.apply(index, command, time_ms=5000 + index).ok
+    registration, _, election = (event_row(e) for e in state.history)
+    assert election["command"] == "ElectMaster" and election["broker_id"] == 2
+    assert election["master_id"] == 2 and election["unclean"] is True
+    assert election["sync_state_set"] == [2] and election["reason"] == "master down"
+    assert registration["broker_id"] == 1 and registration["unclean"] is False
 
 
 def test_record_batches_split_and_keep_nulls() -> None:

@@ -123,7 +123,9 @@ def snapshot_rows(snapshot: StatsSnapshot, table: str) -> Iterator[dict[str, Any
 def event_row(event: Mapping[str, Any]) -> dict[str, Any]:
     """A controller history entry (state.py ``_record``) as an ``events`` row."""
     detail = event.get("detail") or {}
-    broker_id = detail.get("brokerId", detail.get("newMasterId"))
+    # A registration names its broker; an election's command names the master it
+    # chose as ``newMaster`` (controller/state.py keeps the command as the detail).
+    broker_id = detail.get("brokerId", detail.get("newMaster"))
     sss = event.get("syncStateSet")
     return {
         "time": int(event["time"]),
