@@ -44,9 +44,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BORROW_HEADER = "x-rc-borrowed"  # its value names the group that asked
-# A peer's answer to a non-waiting receive comes in milliseconds; one that takes
-# longer is failing over (its endpoint holds the call until it has a master).
-BORROW_TIMEOUT_S = 1.0
+# A peer's answer to a non-waiting receive comes in milliseconds on a healthy
+# cluster; one that takes seconds is failing over (its endpoint holds the call until
+# it has a master) or starved of CPU. Long enough for the second, short against the
+# client's long poll.
+BORROW_TIMEOUT_S = 3.0
 # A peer that failed a borrow is left alone this long, so a group that is down costs
 # the receives of the others one timeout, not one each.
 PEER_BACKOFF_S = 5.0
