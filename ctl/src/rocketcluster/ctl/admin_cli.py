@@ -12,6 +12,7 @@ from rocketcluster.api.client.admin import AdminClient, AdminError
 from rocketcluster.api.tls import ClientTls
 from rocketcluster.ctl.admin_token import admin_token
 from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.local.state import LocalStateError
 
 ADMIN_ENV = "ROCKETCTL_ADMIN"
 C = TypeVar("C", bound=click.Command)
@@ -24,14 +25,19 @@ def local_tls(directory: Path) -> ClientTls | None:
 def _address(admin: str | None, directory: Path) -> str:
     if admin:
         return admin
-    state = LocalRuntime(directory).state()
+    try:
+        state = LocalRuntime(directory).cluster_state()
+    except LocalStateError as exc:
+        raise click.ClickException(str(exc)) from exc
     if state is None:
         raise click.ClickException(
             f"give --admin HOST:PORT (or ${ADMIN_ENV}), "
             f"or run `rocketctl local up --dir {directory}`"
         )
-    brokers = [p for p in state["processes"] if p["role"] == "broker"]
-    return str(brokers[0]["addresses"]["admin"])
+    brokers = state.brokers()
+    if not brokers:
+        raise click.ClickException(f"the cluster in {directory} has no broker")
+    return brokers[0].admin
 
 
 def _client(ctx: click.Context) -> AdminClient:

@@ -3,94 +3,84 @@
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
+from typing import Any, TypeVar
 
 import click
-import httpx
 
-from rocketcluster.api.tls import ClientTls, admin_scheme, http_verify
+from rocketcluster.api.client.controller_admin import ControllerAdmin, ControllerAdminError
+from rocketcluster.api.tls import ClientTls
 from rocketcluster.api.topics import MessageType
-from rocketcluster.ctl.admin_token import bearer
+from rocketcluster.ctl.admin_token import admin_token
 from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.local.state import LocalClusterState, LocalStateError
+
+T = TypeVar("T")
+
+
+TIMEOUT_S = 10.0
+PROBE_TIMEOUT_S = 3.0
+# Leaders tried per command, half a second apart while none is known: a command
+# given during an election waits for its outcome (an election takes about a second).
+ATTEMPTS = 6
+RETRY_PAUSE_S = 0.5
 
 
 def admin_addresses(directory: Path, given: str | None) -> list[str]:
     if given:
         return [a.strip() for a in given.split(",") if a.strip()]
-    state = LocalRuntime(directory).state()
-    if state is None:
-        raise click.ClickException(
-            f"give --controllers HOST:PORT,... or run `rocketctl local up --dir {directory}`"
-        )
-    found = [p["addresses"]["admin"] for p in state["processes"] if p["role"] == "controller"]
+    state = _local_state(directory)
+    found = state.controller_admin_addresses()
     if not found:
         raise click.ClickException(f"the cluster in {directory} has no controller")
     return found
 
 
+def _local_state(directory: Path) -> LocalClusterState:
+    try:
+        state = LocalRuntime(directory).cluster_state()
+    except LocalStateError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if state is None:
+        raise click.ClickException(
+            f"give --controllers HOST:PORT,... or run `rocketctl local up --dir {directory}`"
+        )
+    return state
+
+
 def local_tls(directory: Path) -> ClientTls | None:
     """The CA (and rocketctl's certificate) of the local cluster in ``directory``, when
     it runs TLS: its admin APIs then answer https only."""
-    return LocalRuntime(directory).client_tls()
-
-
-@dataclass(frozen=True)
-class Admins:
-    """The controllers' admin addresses and how to reach them: the local cluster's CA
-    (https under TLS) and its admin token (security.auth)."""
-
-    addresses: list[str]
-    tls: ClientTls | None
-    headers: dict[str, str]
-
-
-def admins(directory: Path, given: str | None) -> Admins:
-    return Admins(admin_addresses(directory, given), local_tls(directory), bearer(directory))
-
-
-def call(target: Admins, method: str, path: str, **kwargs: Any) -> Any:
-    """Ask members in turn; follow a 421 (not the leader) to the leader's admin API."""
-    errors = []
-    queue = list(target.addresses)
-    scheme = admin_scheme(target.tls)
-    with httpx.Client(timeout=10.0, verify=http_verify(target.tls), headers=target.headers) as http:
-        for _ in range(len(target.addresses) + 3):
-            if not queue:
-                break
-            address = queue.pop(0)
-            try:
-                answer = http.request(method, f"{scheme}://{address}{path}", **kwargs)
-            except httpx.HTTPError as exc:
-                errors.append(f"{address}: {exc}")
-                continue
-            if answer.status_code == 421:
-                leader = answer.json().get("detail", {}).get("leaderAdmin")
-                if leader:
-                    queue.insert(0, leader)
-                else:
-                    time.sleep(0.5)
-                    queue.append(address)
-                continue
-            if answer.status_code >= 400:
-                raise click.ClickException(
-                    f"{method} {path} on {address}: {answer.status_code} {_detail(answer)}"
-                )
-            return answer.json()
-    raise click.ClickException(f"no controller answered: {'; '.join(errors) or 'no leader'}")
-
-
-def _detail(answer: httpx.Response) -> str:
-    """A refusal's own message when it is one line (FastAPI's ``detail``), else the body."""
     try:
-        body = answer.json()
-    except ValueError:
-        return answer.text
-    detail = body.get("detail") if isinstance(body, dict) else None
-    return detail if isinstance(detail, str) else answer.text
+        state = LocalRuntime(directory).cluster_state()
+    except LocalStateError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return state.client_tls() if state is not None else None
+
+
+def admins(directory: Path, given: str | None, attempts: int = ATTEMPTS) -> ControllerAdmin:
+    """The controllers (``--controllers``, else the local cluster's) and how to reach
+    them: the local cluster's CA (https under TLS) and the admin token (security.auth:
+    $ROCKETCTL_ADMIN_TOKEN, else the local cluster's)."""
+    return ControllerAdmin(
+        admin_addresses(directory, given),
+        tls=local_tls(directory),
+        token=admin_token(directory),
+        timeout=TIMEOUT_S,
+        probe_timeout=PROBE_TIMEOUT_S,
+        attempts=attempts,
+        retry_pause=RETRY_PAUSE_S,
+    )
+
+
+def call(directory: Path, given: str | None, act: Callable[[ControllerAdmin], T]) -> T:
+    """``act`` on the controllers; a refusal or no leader as the command's error."""
+    with admins(directory, given) as admin:
+        try:
+            return act(admin)
+        except ControllerAdminError as exc:
+            raise click.ClickException(str(exc)) from exc
 
 
 def _options(f: Any) -> Any:
@@ -109,14 +99,14 @@ def controller() -> None:
 @_options
 def status(directory: Path, controllers: str | None) -> None:
     """Each member's view: leader, term, commit index, log size."""
-    views = []
-    target = admins(directory, controllers)
-    for address in target.addresses:
-        try:
-            view = call(replace(target, addresses=[address]), "GET", "/v1/cluster")
-            views.append({"admin": address, "raft": view["raft"], "leader": view["leader"]})
-        except click.ClickException as exc:
-            views.append({"admin": address, "error": exc.message})
+    with admins(directory, controllers) as admin:
+        members = admin.views()
+    views: list[dict[str, Any]] = [
+        {"admin": m.address, "raft": m.view["raft"], "leader": m.view["leader"]}
+        if m.view is not None
+        else {"admin": m.address, "error": m.error}
+        for m in members
+    ]
     click.echo(json.dumps(views, indent=2))
 
 
@@ -124,12 +114,7 @@ def status(directory: Path, controllers: str | None) -> None:
 @_options
 def groups(directory: Path, controllers: str | None) -> None:
     """Broker groups: master, epochs, SyncStateSet, replicas."""
-    click.echo(
-        json.dumps(
-            call(admins(directory, controllers), "GET", "/v1/groups"),
-            indent=2,
-        )
-    )
+    click.echo(json.dumps(call(directory, controllers, lambda a: a.groups()), indent=2))
 
 
 @controller.command("events")
@@ -138,15 +123,8 @@ def groups(directory: Path, controllers: str | None) -> None:
 @click.option("--group", default=None)
 def events(directory: Path, controllers: str | None, since: float, group: str | None) -> None:
     """The history of every change, with time, command and reason."""
-    params: dict[str, Any] = {"since": since}
-    if group:
-        params["group"] = group
-    click.echo(
-        json.dumps(
-            call(admins(directory, controllers), "GET", "/v1/events", params=params),
-            indent=2,
-        )
-    )
+    found = call(directory, controllers, lambda a: a.events(since, group or None))
+    click.echo(json.dumps(found, indent=2))
 
 
 @click.command("elect")
@@ -155,18 +133,8 @@ def events(directory: Path, controllers: str | None, since: float, group: str | 
 @click.option("--broker-id", type=int, default=None, help="designate this broker (switchover)")
 def elect(directory: Path, controllers: str | None, group: str, broker_id: int | None) -> None:
     """Run an election for GROUP now (with --broker-id: make that broker master)."""
-    body = {} if broker_id is None else {"brokerId": broker_id}
-    click.echo(
-        json.dumps(
-            call(
-                admins(directory, controllers),
-                "POST",
-                f"/v1/groups/{quote(group, safe='')}/elect",
-                json=body,
-            ),
-            indent=2,
-        )
-    )
+    found = call(directory, controllers, lambda a: a.elect(group, broker_id))
+    click.echo(json.dumps(found, indent=2))
 
 
 # -- the catalogue -------------------------------------------------------------------
@@ -197,13 +165,15 @@ def catalogue_lines(c: dict[str, Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="print the catalogue as JSON")
 def catalogue(directory: Path, controllers: str | None, as_json: bool) -> None:
     """Topics, consumer groups and broker groups (endpoint, writable) the controllers keep."""
-    found = call(admins(directory, controllers), "GET", "/v1/catalogue")
+    found = call(directory, controllers, lambda a: a.catalogue())
     click.echo(json.dumps(found, indent=2) if as_json else "\n".join(catalogue_lines(found)))
 
 
-def _write(directory: Path, controllers: str | None, method: str, path: str, body: Any) -> None:
+def _write(
+    directory: Path, controllers: str | None, write: Callable[[ControllerAdmin], dict[str, Any]]
+) -> None:
     """One write on the leader, its outcome in one line."""
-    answer = call(admins(directory, controllers), method, path, json=body)
+    answer = call(directory, controllers, write)
     version = answer.get("version")
     click.echo(answer["message"] + ("" if version is None else f" (catalogue version {version})"))
 
@@ -229,7 +199,7 @@ def topic_put(
 ) -> None:
     """Create or change topic NAME."""
     body = {"name": name, "queues": queues, "messageType": message_type.upper()}
-    _write(directory, controllers, "PUT", f"/v1/topics/{quote(name, safe='')}", body)
+    _write(directory, controllers, lambda a: a.put("topics", name, body))
 
 
 @topic.command("delete")
@@ -237,7 +207,7 @@ def topic_put(
 @click.argument("name")
 def topic_delete(directory: Path, controllers: str | None, name: str) -> None:
     """Delete topic NAME from the catalogue."""
-    _write(directory, controllers, "DELETE", f"/v1/topics/{quote(name, safe='')}", None)
+    _write(directory, controllers, lambda a: a.delete("topics", name))
 
 
 @controller.group("consumer-group")
@@ -255,7 +225,7 @@ def consumer_group_put(
 ) -> None:
     """Create or change consumer group NAME."""
     body = {"name": name, "fifo": fifo, "maxDeliveryAttempts": max_attempts}
-    _write(directory, controllers, "PUT", f"/v1/consumer-groups/{quote(name, safe='')}", body)
+    _write(directory, controllers, lambda a: a.put("consumer-groups", name, body))
 
 
 @consumer_group.command("delete")
@@ -263,7 +233,7 @@ def consumer_group_put(
 @click.argument("name")
 def consumer_group_delete(directory: Path, controllers: str | None, name: str) -> None:
     """Delete consumer group NAME from the catalogue."""
-    _write(directory, controllers, "DELETE", f"/v1/consumer-groups/{quote(name, safe='')}", None)
+    _write(directory, controllers, lambda a: a.delete("consumer-groups", name))
 
 
 @controller.group("group")
@@ -277,8 +247,7 @@ def broker_group() -> None:
 @click.argument("writable", type=click.BOOL)
 def group_writable(directory: Path, controllers: str | None, group: str, writable: bool) -> None:
     """Make GROUP writable (true) or read-only (false, before draining it)."""
-    path = f"/v1/groups/{quote(group, safe='')}/writable"
-    _write(directory, controllers, "PUT", path, {"writable": writable})
+    _write(directory, controllers, lambda a: a.set_writable(group, writable))
 
 
 COMMANDS = [controller, elect]

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from rocketcluster.api.client.controller_admin import ControllerAdminError
 from rocketcluster.api.cluster import RocketCluster, load_manifest
 from rocketcluster.ctl import demo_text as text
 from rocketcluster.ctl.client_errors import ClientErrorTally, capture_client_errors
@@ -64,15 +63,12 @@ def _silent(_: str) -> None:
 
 
 def _events_since(cluster: Cluster, since: float) -> list[dict[str, Any]]:
-    for proc in cluster.controllers():
+    """The group's history since ``since`` from any controller (it is replicated)."""
+    with cluster.controller_admin() as admin:
         try:
-            events: list[dict[str, Any]] = cluster.admin_get(
-                proc["addresses"]["admin"], "/v1/events", since=since, group=cluster.group
-            )
-            return events
-        except (httpx.HTTPError, ValueError):
-            continue
-    return []
+            return admin.events(since, cluster.group, any_member=True)
+        except ControllerAdminError:
+            return []
 
 
 def _group_state(cluster: Cluster, replicas: int) -> dict[str, Any]:

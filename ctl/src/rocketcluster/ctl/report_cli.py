@@ -12,39 +12,36 @@ from typing import Any
 import click
 
 from rocketcluster.api.auth import ADMIN_TOKEN_ENV
-from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.cluster import ALL_HEALTH_JOBS
 from rocketcluster.api.tls import admin_scheme
 from rocketcluster.ctl.admin_token import admin_token
-from rocketcluster.ctl.local.runtime import LocalRuntime, client_tls
+from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.local.state import LocalStateError
 
 
 def local_cluster(directory: Path) -> tuple[str, list[str], dict[str, list[str]]]:
     """The running local cluster's name, controller admin addresses and broker admin
     addresses per group (exact, from its own state: no port convention needed)."""
-    state = LocalRuntime(directory).state()
+    try:
+        state = LocalRuntime(directory).cluster_state()
+    except LocalStateError as exc:
+        raise click.ClickException(str(exc)) from exc
     if state is None:
         raise click.ClickException(
             f"no local cluster runs in {directory}: start one with `rocketctl local up "
             f"-f examples/cluster.yaml --dir {directory}`, or give --controller URL"
         )
-    tls = client_tls(state)
+    tls = state.client_tls()
     if tls is not None:
         # https with the cluster's CA: the jobs' HTTP client (httpx, in this process and
         # the Spark workers it starts) trusts SSL_CERT_FILE.
         os.environ["SSL_CERT_FILE"] = str(tls.ca_file)
     scheme = admin_scheme(tls)
-    controllers = [
-        f"{scheme}://{p['addresses']['admin']}"
-        for p in state["processes"]
-        if p["role"] == "controller"
-    ]
+    controllers = [f"{scheme}://{a}" for a in state.controller_admin_addresses()]
     brokers: dict[str, list[str]] = {}
-    for p in state["processes"]:
-        if p["role"] == "broker":
-            group = BrokerProcessConfig.load(Path(p["configPath"])).group
-            brokers.setdefault(group, []).append(f"{scheme}://{p['addresses']['admin']}")
-    return str(state.get("name", "")), controllers, brokers
+    for group in state.groups():
+        brokers[group] = [f"{scheme}://{p.admin}" for p in state.brokers(group)]
+    return state.name, controllers, brokers
 
 
 @click.command("report")

@@ -22,12 +22,20 @@ from rocketmq.v5.model import FilterExpression, Message
 from rocketmq.v5.producer import Producer
 
 from rocketcluster.api.broker_config import split_registered
+from rocketcluster.api.client.controller_admin import (
+    ControllerAdmin,
+    ControllerAdminError,
+    ControllerUnavailableError,
+    Leader,
+)
 from rocketcluster.api.client.lean import LeanClient
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.tls import ClientTls, admin_scheme, http_verify
 from rocketcluster.ctl.client_errors import error_kind
 from rocketcluster.ctl.local.auth import local_admin_token
-from rocketcluster.ctl.local.runtime import LocalRuntime, client_tls
+from rocketcluster.ctl.local.controllers import controller_admin
+from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.local.state import LocalClusterState
 from rocketcluster.ctl.testing import DISK_GUARDS_OFF, quiet_official_client, wait_for
 
 TOPIC = "orders"
@@ -62,7 +70,8 @@ def ha_cluster(*, unclean: bool = False, mode: str = "sync", name: str = "ha") -
 class Cluster:
     """``group`` of the cluster ``runtime`` started; its admin calls speak https and
     send the admin token when the cluster has security on (``state``'s CA, the
-    token in the runtime's directory)."""
+    token in the runtime's directory). ``state`` is ``cluster.json`` as ``up``
+    returned it; processes come back as its records (dicts), as the tests take them."""
 
     runtime: LocalRuntime
     state: dict[str, Any]
@@ -70,7 +79,12 @@ class Cluster:
 
     def __post_init__(self) -> None:
         if not self.group:
-            self.group = f"{self.state['name']}-broker-0"
+            self.group = f"{self.local.name}-broker-0"
+
+    @property
+    def local(self) -> LocalClusterState:
+        """``state`` typed (read again each time: a caller may have replaced it)."""
+        return LocalClusterState.parse(self.state, str(self.runtime.state_path))
 
     def _http(self) -> httpx.Client:
         """A client for one call (as httpx.get makes): nothing stays open between the
@@ -78,13 +92,18 @@ class Cluster:
         token = local_admin_token(self.runtime.directory)
         return httpx.Client(
             timeout=2,
-            verify=http_verify(client_tls(self.state)),
+            verify=http_verify(self.local.client_tls()),
             headers={"authorization": f"Bearer {token}"} if token else {},
         )
 
+    def controller_admin(self, timeout: float = 2.0, attempts: int = 1) -> ControllerAdmin:
+        """The controllers' admin client (close it). One search for the leader per
+        call by default: the callers poll."""
+        return controller_admin(self.local, timeout=timeout, attempts=attempts)
+
     def admin_url(self, address: str, path: str) -> str:
         """``path`` on the admin API at ``address``, with the cluster's scheme."""
-        return f"{admin_scheme(client_tls(self.state))}://{address}{path}"
+        return f"{admin_scheme(self.local.tls)}://{address}{path}"
 
     def admin_get(self, address: str, path: str, **params: Any) -> Any:
         """GET ``path`` on the admin API at ``address``: the JSON answer (raises
@@ -94,17 +113,13 @@ class Cluster:
 
     @property
     def endpoints(self) -> str:
-        return str(self.state["clientEndpoints"])
+        return self.local.client_endpoints
 
     def brokers(self) -> list[dict[str, Any]]:
-        return [
-            p
-            for p in self.state["processes"]
-            if p["role"] == "broker" and p["name"].startswith(f"{self.group}-")
-        ]
+        return [p.as_dict() for p in self.local.brokers(self.group)]
 
     def controllers(self) -> list[dict[str, Any]]:
-        return [p for p in self.state["processes"] if p["role"] == "controller"]
+        return [p.as_dict() for p in self.local.controllers()]
 
     def broker_view(self, proc: dict[str, Any]) -> dict[str, Any] | None:
         try:
@@ -124,42 +139,44 @@ class Cluster:
 
         return wait_for(find, timeout=60, what="a master")
 
-    def _leader_admin(self) -> str | None:
-        for proc in self.controllers():
-            try:
-                cluster = self.admin_get(proc["addresses"]["admin"], "/v1/cluster")
-                leader = next(m for m in cluster["members"] if m["id"] == cluster["leader"])
-                return str(leader["adminAddress"])
-            except (httpx.HTTPError, ValueError, StopIteration, KeyError):
-                continue
-        return None
-
     def group_view(self) -> dict[str, Any] | None:
-        admin = self._leader_admin()
-        if admin is None:
+        """The group as the controllers' leader sees it; None when none answers (or
+        the cluster has none)."""
+        if not self.local.controllers():
             return None
-        try:
-            view: dict[str, Any] = self.admin_get(admin, f"/v1/groups/{self.group}")
-        except (httpx.HTTPError, ValueError):
-            return None
-        return view
+        with self.controller_admin() as admin:
+            try:
+                return admin.group(self.group)
+            except ControllerAdminError:
+                return None
 
     def switchover(self, broker_id: int) -> tuple[int, dict[str, Any]]:
         """Ask the controllers' leader to make ``broker_id`` master (what
-        ``rocketctl elect --broker-id`` does): the HTTP status and the answer."""
-        admin = wait_for(self._leader_admin, timeout=30, what="a controller leader")
-        with self._http() as http:
-            answer = http.post(
-                self.admin_url(admin, f"/v1/groups/{self.group}/elect"),
-                json={"brokerId": broker_id},
-                timeout=30,
-            )
-        return answer.status_code, answer.json()
+        ``rocketctl elect --broker-id`` does): the HTTP status and the answer (a
+        refusal's answer is ``{"detail": ...}``)."""
+        with self.controller_admin(attempts=3) as admin:
+
+            def leader() -> Leader | None:
+                try:
+                    return admin.leader()
+                except ControllerAdminError:
+                    return None
+
+            wait_for(leader, timeout=30, what="a controller leader")
+            try:
+                return 200, admin.elect(self.group, broker_id, timeout=30)
+            except ControllerUnavailableError:
+                raise
+            except ControllerAdminError as exc:
+                return exc.status, {"detail": exc.detail}
 
     def process_of(self, broker_id: int, view: dict[str, Any]) -> dict[str, Any]:
         """The broker process registered as ``broker_id`` in a group ``view``."""
         client = split_registered(view["replicas"][str(broker_id)])[0]
-        return next(p for p in self.brokers() if p["addresses"]["client"] == client)
+        found = self.local.broker_serving(client, self.group)
+        if found is None:
+            raise LookupError(f"no broker of {self.group} serves {client}")
+        return found.as_dict()
 
     def wait_in_sync(self, size: int, timeout: float = 120) -> dict[str, Any]:
         def ok() -> dict[str, Any] | None:

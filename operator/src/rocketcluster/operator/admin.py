@@ -2,20 +2,23 @@
 controller and broker pod), reached at pod IPs from the API server — the same on a
 real cluster and under the e2e realiser, and never through stale cached addresses.
 
-Controller writes go to the Raft leader; the leader is found by asking members and
-mapped to its pod by member id (member ``i+1`` is the Deployment ``C-controller-i``).
+Controller calls go to the Raft leader, found by the shared client's rule
+(api/client/controller_admin.py) and mapped to its pod by member id (member ``i+1`` is
+the Deployment ``C-controller-i``).
 """
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import quote
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import httpx
 
 from rocketcluster.api.broker_config import ADMIN_PORT
+from rocketcluster.api.client.controller_admin import AsyncControllerAdmin, ControllerAdminError
+
+T = TypeVar("T")
 
 TIMEOUT_S = 3.0
 ELECT_TIMEOUT_S = 30.0
@@ -29,11 +32,6 @@ class AdminError(RuntimeError):
         super().__init__(message)
         self.status = status
         self.detail = detail
-
-
-def _name(name: str) -> str:
-    """A name as one path segment: RocketMQ names may hold ``%`` (``%RETRY%g``)."""
-    return quote(name, safe="")
 
 
 def _url(ip: str, path: str, https: bool = False) -> str:
@@ -81,113 +79,88 @@ async def _call(
 
 @dataclass
 class ControllerAdmin:
-    """The controllers of one cluster: member id -> pod IP (of Ready or running pods)."""
+    """The controllers of one cluster: member id -> pod IP (of Ready or running pods).
+
+    The calls are the shared client's (api/client/controller_admin.py: its leader rule,
+    quoting, the token, SNI under TLS) over the operator's own HTTP client; its errors
+    come out as AdminError, as the reconciler expects."""
 
     http: httpx.AsyncClient
     members: dict[int, str]
     server_name: str | None = None  # https, checked for this name (trust.py)
     token: str | None = None  # security.auth: the cluster's admin token
+    _client: AsyncControllerAdmin | None = field(default=None, init=False, repr=False)
+
+    def _controllers(self) -> AsyncControllerAdmin:
+        if not self.members:
+            raise AdminError("no controller pod has an address yet")
+        if self._client is None:
+            self._client = AsyncControllerAdmin(
+                {member: f"{ip}:{ADMIN_PORT}" for member, ip in self.members.items()},
+                server_name=self.server_name,
+                token=self.token,
+                timeout=TIMEOUT_S,
+                probe_timeout=TIMEOUT_S,
+                attempts=2,  # once more if leadership moved under the call (421)
+                retry_pause=0.0,
+                http=self.http,
+            )
+        return self._client
+
+    async def _do(self, call: Callable[[AsyncControllerAdmin], Awaitable[T]]) -> T:
+        try:
+            return await call(self._controllers())
+        except ControllerAdminError as exc:
+            raise AdminError(str(exc), exc.status, exc.detail) from exc
 
     async def cluster_views(self) -> dict[int, dict[str, Any]]:
-        """``/v1/cluster`` of every member that answers."""
-
-        async def one(member: int, ip: str) -> tuple[int, dict[str, Any] | None]:
-            try:
-                view = await _call(
-                    self.http,
-                    "GET",
-                    ip,
-                    "/v1/cluster",
-                    server_name=self.server_name,
-                    token=self.token,
-                )
-                return member, view
-            except AdminError:
-                return member, None
-
-        answers = await asyncio.gather(*(one(m, ip) for m, ip in self.members.items()))
-        return {m: view for m, view in answers if view is not None}
-
-    async def leader_ip(self) -> str:
-        views = await self.cluster_views()
-        leaders = [int(v["leader"]) for v in views.values() if v.get("leader")]
-        for leader in leaders:
-            ip = self.members.get(leader)
-            if ip is not None:
-                return ip
-        raise AdminError("no controller member knows a leader")
-
-    async def leader_call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        timeout: float = TIMEOUT_S,  # noqa: ASYNC109 (httpx's own timeout, per request)
-    ) -> Any:
-        """A call on the leader; once more if leadership moved under it (421)."""
-        for attempt in range(2):
-            ip = await self.leader_ip()
-            try:
-                return await _call(
-                    self.http,
-                    method,
-                    ip,
-                    path,
-                    body,
-                    timeout,
-                    server_name=self.server_name,
-                    token=self.token,
-                )
-            except AdminError as exc:
-                if exc.status != 421 or attempt:
-                    raise
-        raise AssertionError("unreachable")
+        """``/v1/cluster`` of every member that answers, by member id."""
+        if not self.members:
+            return {}
+        views = await self._controllers().views()
+        return {
+            v.member_id: dict(v.view)
+            for v in views
+            if v.view is not None and v.member_id is not None
+        }
 
     async def groups(self) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = await self.leader_call("GET", "/v1/groups")
-        return found
+        return await self._do(lambda c: c.groups())
 
     async def catalogue(self) -> dict[str, Any] | None:
         """The catalogue (topics, consumer groups, group endpoints and write flags), or
         None from controllers that predate it."""
         try:
-            found: dict[str, Any] = await self.leader_call("GET", "/v1/catalogue")
+            return await self._do(lambda c: c.catalogue())
         except AdminError as exc:
             if exc.status == 404:
                 return None
             raise
-        return found
 
     async def elect(self, group: str, broker_id: int) -> dict[str, Any]:
-        answer: dict[str, Any] = await self.leader_call(
-            "POST", f"/v1/groups/{_name(group)}/elect", {"brokerId": broker_id}, ELECT_TIMEOUT_S
-        )
-        return answer
+        return await self._do(lambda c: c.elect(group, broker_id, timeout=ELECT_TIMEOUT_S))
 
     async def transfer_leadership(self, to: int | None) -> dict[str, Any]:
-        answer: dict[str, Any] = await self.leader_call(
-            "POST", "/v1/raft/transfer-leadership", {"to": to}, ELECT_TIMEOUT_S
-        )
-        return answer
+        return await self._do(lambda c: c.transfer_leadership(to, timeout=ELECT_TIMEOUT_S))
 
     async def set_writable(self, group: str, writable: bool) -> None:
-        await self.leader_call("PUT", f"/v1/groups/{_name(group)}/writable", {"writable": writable})
+        await self._do(lambda c: c.set_writable(group, writable))
 
     async def forget_group(self, group: str) -> None:
         try:
-            await self.leader_call("DELETE", f"/v1/groups/{_name(group)}")
+            await self._do(lambda c: c.forget_group(group))
         except AdminError as exc:
             if exc.status != 404:
                 raise
 
     async def put(self, collection: str, name: str, body: dict[str, Any]) -> int:
         """Put an entry into the catalogue: the catalogue version that holds it."""
-        answer = await self.leader_call("PUT", f"/v1/{collection}/{_name(name)}", body)
+        answer = await self._do(lambda c: c.put(collection, name, body))
         return int((answer or {}).get("version", 0))
 
     async def delete(self, collection: str, name: str) -> None:
         try:
-            await self.leader_call("DELETE", f"/v1/{collection}/{_name(name)}")
+            await self._do(lambda c: c.delete(collection, name))
         except AdminError as exc:
             if exc.status != 404:
                 raise

@@ -13,10 +13,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from rocketcluster.api.broker_config import ADMIN_PORT, split_registered
 from rocketcluster.api.client.admin import AdminClient, AdminError
+from rocketcluster.api.client.controller_admin import ControllerAdmin, ControllerAdminError
 from rocketcluster.api.stats import StatsSnapshot
 
 STATS_PAGE = 500
@@ -64,7 +63,9 @@ def group_replicas(
 @dataclass
 class ControllerApi:
     """GETs against whichever controller answers; every member serves the replicated
-    state (groups, events), so no leader is needed to read."""
+    state (groups, events), so no leader is needed to read (the shared client's
+    ``any_member`` reads). ``addresses``: ``host:port`` or URLs (``https://`` ones
+    trust the CA in $SSL_CERT_FILE)."""
 
     addresses: Sequence[str]
     timeout: float = 10.0
@@ -73,26 +74,20 @@ class ControllerApi:
 
     def get(self, path: str, **params: Any) -> Any:
         self.errors.clear()
-        for address in self.addresses:
-            base = address if address.startswith("http") else f"http://{address}"
+        if not self.addresses:
+            raise ClusterUnreachableError(
+                f"no controller answered GET {path}: none given "
+                "(give --controller http://HOST:8080 of a running controller)"
+            )
+        with ControllerAdmin(self.addresses, token=self.token, timeout=self.timeout) as api:
             try:
-                answer = httpx.get(
-                    f"{base}{path}",
-                    params=params,
-                    timeout=self.timeout,
-                    headers=_bearer(self.token),
-                )
-            except httpx.HTTPError as exc:
-                self.errors.append(f"{address}: {exc}")
-                continue
-            if answer.status_code >= 400:
-                self.errors.append(f"{address}: {answer.status_code} {answer.text[:200]}")
-                continue
-            return answer.json()
-        raise ClusterUnreachableError(
-            f"no controller answered GET {path}: {'; '.join(self.errors) or 'none given'} "
-            "(give --controller http://HOST:8080 of a running controller)"
-        )
+                return api.get(path, params, any_member=True)
+            except ControllerAdminError as exc:
+                self.errors.extend(exc.tried)
+                raise ClusterUnreachableError(
+                    f"no controller answered GET {path}: {'; '.join(exc.tried)} "
+                    "(give --controller http://HOST:8080 of a running controller)"
+                ) from exc
 
     def groups(
         self, broker_admin: Mapping[str, Sequence[str]] | None = None
@@ -107,10 +102,6 @@ class ControllerApi:
             params["group"] = group
         found: list[dict[str, Any]] = self.get("/v1/events", **params)
         return found
-
-
-def _bearer(token: str | None) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"} if token else {}
 
 
 def first_answering(group: GroupReplicas, token: str | None = None) -> AdminClient:

@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from rocketcluster.api.client.controller import ControllerClient
+from rocketcluster.api.client.controller_admin import AsyncControllerAdmin, ControllerAdminError
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.ctl.local.controllers import async_controller_admin
 from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.local.state import LocalClusterState, LocalProcess
 
 CLUSTER = RocketCluster.model_validate(
     {
@@ -23,24 +24,28 @@ CLUSTER = RocketCluster.model_validate(
 )
 
 
-def _members(runtime: LocalRuntime) -> list[dict[str, Any]]:
-    return [p for p in (runtime.state() or {})["processes"] if p["role"] == "controller"]
+def _state(runtime: LocalRuntime) -> LocalClusterState:
+    state = runtime.cluster_state()
+    if state is None:
+        raise RuntimeError(f"no cluster recorded in {runtime.directory}")
+    return state
 
 
-async def _leader(runtime: LocalRuntime, within_s: float = 30) -> dict[str, Any]:
+async def _leader(
+    state: LocalClusterState, admin: AsyncControllerAdmin, within_s: float = 30
+) -> LocalProcess:
+    """The controller leading now (every member asked: the one just killed may be
+    remembered), waited for up to ``within_s``."""
     deadline = time.monotonic() + within_s
-    async with httpx.AsyncClient(timeout=1.0) as http:
-        while time.monotonic() < deadline:
-            for proc in _members(runtime):
-                try:
-                    view = (
-                        await http.get(f"http://{proc['addresses']['admin']}/v1/cluster")
-                    ).json()
-                except (httpx.HTTPError, ValueError):
-                    continue
-                if view["raft"]["state"] == "leader":
-                    return proc
+    while time.monotonic() < deadline:
+        try:
+            leader = await admin.leader(fresh=True)
+        except ControllerAdminError:
             await asyncio.sleep(0.05)
+            continue
+        found = state.listening_at(leader.address)
+        if found is not None:
+            return found
     raise TimeoutError("no controller leader")
 
 
@@ -73,17 +78,19 @@ async def _throughput(client: ControllerClient, seconds: float, inflight: int) -
     }
 
 
-async def _failover_trial(runtime: LocalRuntime, client: ControllerClient, trial: int) -> float:
-    old = await _leader(runtime)
+async def _failover_trial(
+    runtime: LocalRuntime, admin: AsyncControllerAdmin, client: ControllerClient, trial: int
+) -> float:
+    old = await _leader(_state(runtime), admin)
     await client.put_route(f"warm-{trial}", 4)  # the client knows the current leader
     killed_at = time.monotonic()
-    runtime.kill(old["name"])
+    runtime.kill(old.name)
     while True:
         answer = await client.put_route(f"after-kill-{trial}", 4)
         if answer.ok:
             recovered = time.monotonic() - killed_at
             break
-    runtime.restart(old["name"], wait=False)
+    runtime.restart(old.name, wait=False)
     runtime.wait_ready()
     return recovered
 
@@ -93,13 +100,15 @@ async def _run(directory: Path, trials: int, seconds: float) -> dict[str, Any]:
     runtime.down()
     runtime.up(CLUSTER)
     try:
-        addresses = [p["addresses"]["raft"] for p in _members(runtime)]
-        client = ControllerClient(addresses, timeout=1.0, attempts=200)
+        state = _state(runtime)
+        client = ControllerClient([p.raft for p in state.controllers()], timeout=1.0, attempts=200)
+        admin = async_controller_admin(state, attempts=1)
         try:
             throughput = {n: await _throughput(client, seconds, n) for n in (1, 32)}
-            failovers = [await _failover_trial(runtime, client, t) for t in range(trials)]
+            failovers = [await _failover_trial(runtime, admin, client, t) for t in range(trials)]
         finally:
             await client.close()
+            await admin.aclose()
     finally:
         runtime.down()
     ordered = sorted(failovers)

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rocketcluster.api.client.controller_admin import ControllerAdmin, ControllerAdminError
 from rocketcluster.ctl.workload import Cluster, Workload
 
 STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
@@ -37,17 +38,14 @@ def first_logged(path: Path, pattern: str, after: float) -> float | None:
 
 def elections(cluster: Cluster, since: float) -> list[dict[str, Any]]:
     """ElectMaster events of the group since ``since`` (epoch seconds) in the
-    controllers' replicated history: a failover is two (the dead master deposed, then
-    a replica elected)."""
-    for proc in cluster.controllers():
+    controllers' replicated history (any member serves it): a failover is two (the
+    dead master deposed, then a replica elected)."""
+    with cluster.controller_admin() as admin:
         try:
-            events = cluster.admin_get(
-                proc["addresses"]["admin"], "/v1/events", since=since, group=cluster.group
-            )
-        except Exception:
-            continue
-        return [e for e in events if e["command"] == "ElectMaster"]
-    return []
+            events = admin.events(since, cluster.group, any_member=True)
+        except ControllerAdminError:
+            return []
+    return [e for e in events if e["command"] == "ElectMaster"]
 
 
 def kill_timeline(
@@ -62,10 +60,9 @@ def kill_timeline(
     deposed = [e["time"] / 1000 for e in events if e["detail"].get("newMaster") is None]
     elected = [e["time"] / 1000 for e in events if e["detail"].get("newMaster") is not None]
     endpoint = new_master["addresses"]["client"]
-    proxies = [p for p in cluster.state["processes"] if p["role"] == "proxy"]
     switched = [
-        first_logged(Path(p["logPath"]), rf"master endpoint .* -> {re.escape(endpoint)}", killed_at)
-        for p in proxies
+        first_logged(p.log_path, rf"master endpoint .* -> {re.escape(endpoint)}", killed_at)
+        for p in cluster.local.proxies()
     ]
     promoted = first_logged(Path(new_master["logPath"]), "now master of", killed_at)
     acks = sorted(
@@ -121,28 +118,27 @@ class LivenessSampler:
         self._thread.join()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            view = self._leader_view()
-            for broker in view:
-                if broker["group"] != self.cluster.group:
-                    continue
-                bid = int(broker["brokerId"])
-                self.oldest_heartbeat_s[bid] = max(
-                    self.oldest_heartbeat_s.get(bid, 0.0), float(broker["secondsSinceHeartbeat"])
-                )
-                self.fewest_channels[bid] = min(
-                    self.fewest_channels.get(bid, 1 << 30), int(broker["channels"])
-                )
+        with self.cluster.controller_admin() as admin:
+            while not self._stop.wait(self.every):
+                self._sample(admin)
 
-    def _leader_view(self) -> list[dict[str, Any]]:
-        for proc in self.cluster.controllers():
-            try:
-                answer = self.cluster.admin_get(proc["addresses"]["admin"], "/v1/cluster")
-            except Exception:
+    def _sample(self, admin: ControllerAdmin) -> None:
+        """The heartbeats and channels of the group's brokers as the leader sees them
+        (its own ``/v1/cluster``: liveness is judged by the leader alone)."""
+        try:
+            view = list(admin.cluster().get("brokers", []))
+        except ControllerAdminError:
+            return
+        for broker in view:
+            if broker["group"] != self.cluster.group:
                 continue
-            if answer.get("leader") == answer.get("self"):
-                return list(answer.get("brokers", []))
-        return []
+            bid = int(broker["brokerId"])
+            self.oldest_heartbeat_s[bid] = max(
+                self.oldest_heartbeat_s.get(bid, 0.0), float(broker["secondsSinceHeartbeat"])
+            )
+            self.fewest_channels[bid] = min(
+                self.fewest_channels.get(bid, 1 << 30), int(broker["channels"])
+            )
 
     def result(self) -> dict[str, Any]:
         return {

@@ -11,7 +11,12 @@ from typing import Any
 import httpx
 
 from rocketcluster.api.broker_config import split_registered
+from rocketcluster.api.client.controller_admin import ControllerAdmin, ControllerAdminError
+from rocketcluster.api.tls import admin_scheme, http_verify
+from rocketcluster.ctl.local.auth import local_admin_token
+from rocketcluster.ctl.local.controllers import controller_admin
 from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.local.state import LocalClusterState
 
 TIMEOUT_S = 1.5
 
@@ -23,74 +28,114 @@ class Health:
 
 
 class ClusterProbe:
+    """Processes come back as ``cluster.json`` records (dicts), as the fault
+    injector and the drain watch take them; every call re-reads the file (a restart
+    changes a pid)."""
+
     def __init__(self, runtime: LocalRuntime, replicas: int) -> None:
         self.runtime = runtime
         self.replicas = replicas
-        self._http = httpx.Client(timeout=TIMEOUT_S)
+        self._http: httpx.Client | None = None
+        self._scheme = "http"
+        self._controllers: ControllerAdmin | None = None
 
     def close(self) -> None:
-        self._http.close()
+        if self._http is not None:
+            self._http.close()
+        if self._controllers is not None:
+            self._controllers.close()
+
+    def _state(self) -> LocalClusterState | None:
+        return self.runtime.cluster_state()
+
+    def _admin_http(self) -> httpx.Client:
+        """The brokers' admin APIs: https with the cluster's CA, the admin token."""
+        if self._http is None:
+            state = self._state()
+            tls = state.client_tls() if state else None
+            token = local_admin_token(self.runtime.directory)
+            self._scheme = admin_scheme(tls)
+            self._http = httpx.Client(
+                timeout=TIMEOUT_S,
+                verify=http_verify(tls),
+                headers={"authorization": f"Bearer {token}"} if token else {},
+            )
+        return self._http
+
+    def _admin(self) -> ControllerAdmin | None:
+        """One search for the leader per call, short timeouts: a paused or cut-off
+        controller must not stall the runner."""
+        if self._controllers is None:
+            state = self._state()
+            if state is None or not state.controllers():
+                return None
+            self._controllers = controller_admin(
+                state, timeout=TIMEOUT_S, probe_timeout=TIMEOUT_S, attempts=1
+            )
+        return self._controllers
 
     def processes(self) -> list[dict[str, Any]]:
-        return list((self.runtime.state() or {"processes": []})["processes"])
+        state = self._state()
+        return [p.as_dict() for p in state.processes] if state else []
 
     def controllers(self) -> list[dict[str, Any]]:
-        return [p for p in self.processes() if p["role"] == "controller"]
+        state = self._state()
+        return [p.as_dict() for p in state.controllers()] if state else []
 
     def groups(self) -> list[str]:
-        state = self.runtime.state() or {}
-        return sorted(state.get("groupEndpoints", {}))
+        state = self._state()
+        return sorted(state.group_endpoints) if state else []
 
     def brokers(self, group: str) -> list[dict[str, Any]]:
-        return [
-            p
-            for p in self.processes()
-            if p["role"] == "broker" and p["name"].rpartition("-")[0] == group
-        ]
+        state = self._state()
+        return [p.as_dict() for p in state.brokers(group)] if state else []
 
     def group_of(self, name: str) -> str | None:
-        for p in self.processes():
-            if p["name"] == name and p["role"] == "broker":
-                return str(p["name"].rpartition("-")[0])
-        return None
+        state = self._state()
+        if state is None:
+            return None
+        found = next((p for p in state.brokers() if p.name == name), None)
+        return state.group_of(found) if found else None
 
     def get(self, address: str, path: str) -> Any:
         """The JSON answer of GET ``path`` on an admin API, None when it fails (a
         paused or cut-off process must not stall the runner)."""
         try:
-            answer = self._http.get(f"http://{address}{path}")
+            http = self._admin_http()
+            answer = http.get(f"{self._scheme}://{address}{path}")
             return answer.json() if answer.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
 
     def raft_leader(self) -> dict[str, Any] | None:
         """The controller that says it leads, with the highest term (a cut-off old
-        leader may still believe it leads until check-quorum retires it)."""
-        best: tuple[int, dict[str, Any]] | None = None
-        for proc in self.controllers():
-            view = self.get(proc["addresses"]["admin"], "/v1/cluster")
-            if not view or view.get("raft", {}).get("state") != "leader":
-                continue
-            term = int(view["raft"]["term"])
-            if best is None or term > best[0]:
-                best = (term, proc)
-        return best[1] if best else None
+        leader may still believe it leads until check-quorum retires it): every
+        member is asked each time."""
+        admin, state = self._admin(), self._state()
+        if admin is None or state is None:
+            return None
+        try:
+            leader = admin.leader(fresh=True)
+        except ControllerAdminError:
+            return None
+        found = state.listening_at(leader.address)
+        return found.as_dict() if found else None
 
     def group_view(self, group: str) -> dict[str, Any] | None:
-        leader = self.raft_leader()
-        if leader is None:
+        admin = self._admin()
+        if admin is None:
             return None
-        view = self.get(leader["addresses"]["admin"], f"/v1/groups/{group}")
-        return view if isinstance(view, dict) else None
+        try:
+            return admin.group(group)
+        except ControllerAdminError:
+            return None
 
     def _proc_of(self, group: str, registered: str | None) -> dict[str, Any] | None:
-        if not registered:
+        state = self._state()
+        if not registered or state is None:
             return None
-        client = split_registered(registered)[0]
-        for proc in self.brokers(group):
-            if proc["addresses"]["client"] == client:
-                return proc
-        return None
+        found = state.broker_serving(split_registered(registered)[0], group)
+        return found.as_dict() if found else None
 
     def master(self, group: str) -> dict[str, Any] | None:
         """The master the controllers appointed; when no controller answers, the

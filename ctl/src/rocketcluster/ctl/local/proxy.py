@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from rocketcluster.api.auth import read_token
 from rocketcluster.api.broker_config import split_registered
-from rocketcluster.api.tls import ClientTls, TlsFiles, admin_scheme, http_verify, server_ssl_context
+from rocketcluster.api.client.controller_admin import AsyncControllerAdmin, ControllerAdminError
+from rocketcluster.api.tls import ClientTls, TlsFiles, server_ssl_context
 
 log = logging.getLogger("rocketcluster.proxy")
 
 POLL_S = 0.1
+POLL_TIMEOUT_S = 1.0
 WAIT_FOR_MASTER_S = 15.0
 NO_MASTER_GRACE_S = 0.5
 RETRY_CONNECT_S = 0.05
@@ -214,29 +214,19 @@ async def _to_upstream(reader: asyncio.StreamReader, link: _Link) -> None:
         link.upstream.close()
 
 
-async def _masters(
-    http: httpx.AsyncClient, admins: list[str], scheme: str = "http"
-) -> dict[str, str | None] | None:
-    """Each group's master client endpoint, as the controller leader sees it."""
-    for admin in admins:
-        try:
-            cluster = (await http.get(f"{scheme}://{admin}/v1/cluster")).json()
-            leader = next(
-                (m["adminAddress"] for m in cluster["members"] if m["id"] == cluster["leader"]),
-                None,
-            )
-            if leader is None:
-                continue
-            groups = (await http.get(f"{scheme}://{leader}/v1/groups")).json()
-        except (httpx.HTTPError, ValueError, KeyError):
-            continue
-        out: dict[str, str | None] = {}
-        for g in groups:
-            master = g["masterId"]
-            registered = g["replicas"].get(str(master)) if master is not None else None
-            out[g["group"]] = split_registered(registered)[0] if registered else None
-        return out
-    return None
+async def _masters(controllers: AsyncControllerAdmin) -> dict[str, str | None] | None:
+    """Each group's master client endpoint, as the controller leader sees it; None
+    when no leader answers (the proxy keeps what it knew and asks again)."""
+    try:
+        groups = await controllers.groups()
+    except ControllerAdminError:
+        return None
+    out: dict[str, str | None] = {}
+    for g in groups:
+        master = g["masterId"]
+        registered = g["replicas"].get(str(master)) if master is not None else None
+        out[g["group"]] = split_registered(registered)[0] if registered else None
+    return out
 
 
 async def _admin(
@@ -286,12 +276,16 @@ async def run(config: dict[str, Any]) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     token_file = config.get("admin_token_file")
-    headers = {"authorization": f"Bearer {read_token(Path(token_file))}"} if token_file else {}
-    async with httpx.AsyncClient(
-        timeout=1.0, verify=http_verify(client_tls), headers=headers
-    ) as http:
+    async with AsyncControllerAdmin(
+        config["controllers"],
+        tls=client_tls,
+        token=read_token(Path(token_file)) if token_file else None,
+        timeout=POLL_TIMEOUT_S,
+        probe_timeout=POLL_TIMEOUT_S,
+        attempts=1,  # the next poll is POLL_S away
+    ) as controllers:
         while not stop.is_set():
-            masters = await _masters(http, config["controllers"], admin_scheme(client_tls))
+            masters = await _masters(controllers)
             if masters is not None:
                 for group, proxy in proxies.items():
                     proxy.set_master(masters.get(group))

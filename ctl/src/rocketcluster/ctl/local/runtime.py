@@ -35,6 +35,7 @@ from rocketcluster.api.tls import ClientTls, TlsFiles, admin_scheme, http_verify
 from rocketcluster.ctl.local.addresses import allocate
 from rocketcluster.ctl.local.auth import prepare_local_auth
 from rocketcluster.ctl.local.plan import ProcessPlan, ProxyConfig, hosts_needed, plan_cluster
+from rocketcluster.ctl.local.state import LocalClusterState
 
 STATE_FILE = "cluster.json"
 READY_TIMEOUT_S = 90.0
@@ -79,6 +80,13 @@ class LocalRuntime:
             return None
         data: dict[str, Any] = json.loads(self.state_path.read_text())
         return data
+
+    def cluster_state(self) -> LocalClusterState | None:
+        """``cluster.json`` typed (local/state.py); None when no cluster is recorded, a
+        LocalStateError naming the file and the field when it cannot be read."""
+        if not self.state_path.exists():
+            return None
+        return LocalClusterState.load(self.state_path)
 
     def client_tls(self) -> ClientTls | None:
         """What rocketctl presents and trusts to reach the recorded cluster: its CA and
@@ -193,7 +201,7 @@ class LocalRuntime:
                 cwd=self.directory,
             )
         self._children[plan.name] = proc
-        return {
+        record: dict[str, Any] = {
             "name": plan.name,
             "role": plan.role,
             "pid": proc.pid,
@@ -203,6 +211,9 @@ class LocalRuntime:
             "logPath": str(plan.log_path),
             "argv": plan.argv(),
         }
+        if isinstance(plan.config, BrokerProcessConfig):
+            record["group"] = plan.config.group  # not to be guessed from the name
+        return record
 
     def _wait_ready(
         self, plans: list[ProcessPlan], records: list[dict[str, Any]], timeout: float

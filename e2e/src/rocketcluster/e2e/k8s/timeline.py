@@ -13,9 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from rocketcluster.api.broker_config import ADMIN_PORT
+from rocketcluster.api.client.controller_admin import ControllerAdmin, ControllerAdminError
 
 
 @dataclass(frozen=True)
@@ -33,26 +32,16 @@ class LeaderSample:
     leader_id: int | None  # the controller member id (member i+1 is C-controller-i)
 
 
-def leader_view(
-    http: httpx.Client, member_ips: list[str]
-) -> tuple[int | None, list[dict[str, Any]] | None]:
-    """The Raft leader's id and its ``/v1/groups``, found through any member that
-    answers (``member_ips`` in member order)."""
-    for ip in member_ips:
-        try:
-            cluster = http.get(f"http://{ip}:{ADMIN_PORT}/v1/cluster").json()
-            leader = cluster.get("leader")
-            if leader is None:
-                continue
-            ips = {i + 1: member for i, member in enumerate(member_ips)}
-            target = ips.get(int(leader), ip)
-            groups: list[dict[str, Any]] = http.get(
-                f"http://{target}:{ADMIN_PORT}/v1/groups"
-            ).json()
-            return int(leader), groups
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            continue
-    return None, None
+def leader_view(admin: ControllerAdmin) -> tuple[int | None, list[dict[str, Any]] | None]:
+    """The Raft leader's member id and its ``/v1/groups`` (the shared client's leader
+    rule; each member names its own id, so a member missing from the pod list does not
+    shift the others' ids); (None, None) when no leader answers."""
+    try:
+        leader = admin.leader()
+        groups = admin.groups()
+    except ControllerAdminError:
+        return None, None
+    return leader.member_id, groups
 
 
 @dataclass
@@ -84,13 +73,20 @@ class ClusterTimeline:
         self.stop()
 
     def _run(self) -> None:
-        with httpx.Client(timeout=1.0) as http:
+        admin: ControllerAdmin | None = None
+        try:
             while not self._stop.is_set():
                 try:
                     ips = self.member_ips()
                 except Exception:  # the API being briefly unreachable is not a failure
                     ips = []
-                leader, groups = leader_view(http, ips) if ips else (None, None)
+                addresses = [f"{ip}:{ADMIN_PORT}" for ip in ips]
+                if admin is not None and admin.addresses != addresses:
+                    admin.close()  # a member restarted on another IP
+                    admin = None
+                if admin is None and addresses:
+                    admin = ControllerAdmin(addresses, timeout=1.0, attempts=1)
+                leader, groups = leader_view(admin) if admin is not None else (None, None)
                 now = time.time()
                 self.leaders.append(LeaderSample(now, leader))
                 for g in groups or []:
@@ -104,6 +100,9 @@ class ClusterTimeline:
                         )
                     )
                 self._stop.wait(self.period_s)
+        finally:
+            if admin is not None:
+                admin.close()
 
     def of(self, group: str, since: float = 0.0, until: float = float("inf")) -> list[Sample]:
         return [s for s in self.samples if s.group == group and since <= s.at <= until]

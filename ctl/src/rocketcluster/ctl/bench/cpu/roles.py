@@ -7,13 +7,14 @@ from typing import Any
 
 import httpx
 
+from rocketcluster.api.client.controller_admin import ControllerAdminError
 from rocketcluster.ctl.workload import Cluster
 
 
 def brokers(cluster: Cluster) -> list[dict[str, Any]]:
     """Every broker process of the cluster (a standalone broker's name has no
     replica suffix, so ``Cluster.brokers`` does not list it)."""
-    return [p for p in cluster.state["processes"] if p["role"] == "broker"]
+    return [p.as_dict() for p in cluster.local.brokers()]
 
 
 def role_pids(cluster: Cluster) -> dict[str, int]:
@@ -32,7 +33,7 @@ def role_pids(cluster: Cluster) -> dict[str, int]:
             pids["master"] = int(proc["pid"])
     for n, proc in enumerate(sorted(cluster.controllers(), key=lambda p: str(p["name"])), 1):
         pids[f"controller-{n}"] = int(proc["pid"])
-    proxies = [p for p in cluster.state["processes"] if p["role"] == "proxy"]
+    proxies = [p.as_dict() for p in cluster.local.proxies()]
     for n, proc in enumerate(proxies, 1):
         pids["proxy" if len(proxies) == 1 else f"proxy-{n}"] = int(proc["pid"])
     return pids
@@ -59,17 +60,15 @@ def stored(cluster: Cluster, pids: dict[str, int], topic: str) -> dict[str, int]
 
 def events(cluster: Cluster) -> list[dict[str, Any]] | None:
     """The controllers' event history for the group (any member answers: the
-    history is replicated state), or None when there are no controllers."""
-    for proc in cluster.controllers():
+    history is replicated state), or None when there are no controllers (or none
+    answers)."""
+    if not cluster.local.controllers():
+        return None
+    with cluster.controller_admin() as admin:
         try:
-            answer = cluster.admin_get(
-                proc["addresses"]["admin"], "/v1/events", group=cluster.group
-            )
-        except (httpx.HTTPError, ValueError):
-            continue
-        if isinstance(answer, list):
-            return answer
-    return None
+            return admin.events(group=cluster.group, any_member=True)
+        except ControllerAdminError:
+            return None
 
 
 def elections(
