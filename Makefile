@@ -64,8 +64,12 @@ typecheck: setup
 	$(RUN) mypy api/src broker/src controller/src ctl/src operator/src e2e/src spark-jobs/src \
 	  api/tests broker/tests controller/tests ctl/tests operator/tests e2e/tests e2e/local e2e/k8s e2e/monitoring spark-jobs/tests
 
+# Two pytest-xdist workers: while one waits on a failover, a roll or a long poll, the
+# other computes (e2e/src/rocketcluster/e2e/test_order.py: slow files start first,
+# the Spark tests share one worker's session). TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 unit: setup debs node-deps
-	$(RUN) pytest $(PYTEST_ARGS)
+	$(RUN) pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # Debian packages the tests use, installed when missing: buildah and mmdebstrap build
 # the images, docker-registry is the registry the image test pushes to; prometheus
@@ -96,7 +100,12 @@ $(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/packag
 	npm ci --prefix $(NODE_DIR) --no-audit --no-fund --ignore-scripts --loglevel=error
 	@touch $@
 
-test: lint generated typecheck unit chaos
+# The static checks run beside the tests (they fill the cores the tests leave idle
+# while they wait); the chaos suite runs alone after them, as its recovery bounds are
+# timed. Set-up happens first, once, so parallel jobs never install at the same time.
+test: setup debs node-deps chaos-deps
+	@$(MAKE) --no-print-directory -j4 lint generated typecheck unit
+	@$(MAKE) --no-print-directory chaos
 
 # `make test` on a fresh clone of HEAD with an empty HOME, caches and buildah storage:
 # what CI and a new machine see (scripts/test-fresh.sh). Run it before every stop.

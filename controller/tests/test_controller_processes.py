@@ -24,6 +24,8 @@ from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.testing import wait_for
 
+pytestmark = pytest.mark.slow
+
 CLUSTER = RocketCluster.model_validate(
     {"metadata": {"name": "ctl"}, "spec": {"controller": {"replicas": 3}, "brokers": {"groups": 0}}}
 )

@@ -16,7 +16,7 @@ import pytest
 # The fixture runs the whole quick bench (two clusters up and down): about a minute on
 # a quiet machine, several on one loaded by other work; the subprocess timeout is
 # inside this one.
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 ROLES = {
     "standalone": {"master", "client"},

@@ -19,6 +19,8 @@ import pytest
 
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 ROCKETCTL = Path(sys.executable).parent / "rocketctl"
 

@@ -35,6 +35,8 @@ import pytest
 
 from rocketcluster.ctl.local.runtime import STATE_FILE, LocalRuntime
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 RUN = "sh"

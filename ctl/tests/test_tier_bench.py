@@ -7,8 +7,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from rocketcluster.ctl.bench import tier
 from rocketcluster.ctl.bench.results import format_table
+
+pytestmark = pytest.mark.slow
 
 MESSAGES = 1000
 

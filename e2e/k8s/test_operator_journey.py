@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from rocketcluster.api import kube
 from rocketcluster.api.cluster import controller_image_for
 from rocketcluster.ctl.workload import Workload, consume, produce
@@ -19,6 +21,8 @@ from rocketcluster.e2e.k8s import steps
 from rocketcluster.e2e.k8s.operated import condition, wait_until
 
 from .conftest import CATALOGUE, MANIFEST, Journey
+
+pytestmark = pytest.mark.slow
 
 GROUPS = ["prod-broker-0", "prod-broker-1"]
 LEAVING = "prod-broker-2"

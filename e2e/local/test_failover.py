@@ -14,6 +14,8 @@ from rocketcluster.ctl.testing import wait_for
 
 from .conftest import Cluster, Workload, audit, ha_cluster, running
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Cluster:  # type: ignore[misc]

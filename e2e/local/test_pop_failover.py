@@ -39,6 +39,8 @@ from rocketcluster.ctl.testing import wait_for
 
 from .conftest import Cluster, running
 
+pytestmark = pytest.mark.slow
+
 TOPIC = "work"
 GROUP = "workers"
 LEAVERS = "leavers"

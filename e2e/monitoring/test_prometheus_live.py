@@ -12,6 +12,8 @@ import functools
 import time
 from collections import Counter
 
+import pytest
+
 from rocketcluster.e2e.prometheus import Check, judge, metric_checks
 from rocketcluster.e2e.prometheus.checks import (
     FAMILY_SUFFIXES,
@@ -23,6 +25,8 @@ from rocketcluster.operator.monitoring.alerts import alerts
 from rocketcluster.operator.monitoring.inventory import EXPECTED_EMPTY, METRICS, queries
 
 from .conftest import Monitored
+
+pytestmark = pytest.mark.slow
 
 # Counters appear with their first increment and rate() needs two scrapes after it;
 # the DLQ needs a message to outlive its invisibility and be received again.

@@ -28,13 +28,17 @@ def inner_session(
 ) -> subprocess.CompletedProcess[str]:
     """``pytest`` on the test files in ``directory``, in a process of its own and with
     none of the repository's settings: a plugin's test sees only the plugins it names
-    in ``args`` (``-p <module>``)."""
-    argv = [sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", *args]
+    in ``args`` (``-p <module>``), and xdist's when ``args`` ask for workers. Installed
+    plugins are not auto-loaded: they cost ~4 s of start-up in every process (each
+    xdist worker too) and none of them is what such a test is about."""
+    workers = ["-p", "xdist.plugin"] if "-n" in args else []
+    argv = [sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", *workers, *args]
+    environment = {**(os.environ if env is None else env), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     return subprocess.run(
         [*argv, "--rootdir", str(directory), "-c", os.devnull, str(directory)],
         check=False,
         cwd=directory,
-        env=env,
+        env=environment,
         capture_output=True,
         text=True,
         timeout=240,

@@ -19,6 +19,8 @@ from rocketcluster.ctl.testing import LocalBroker, wait_for
 
 from .conftest import config, message, producer, simple_consumer
 
+pytestmark = pytest.mark.slow
+
 
 def drain(
     consumer: SimpleConsumer, want: int, timeout: float = 30, ack: bool = True

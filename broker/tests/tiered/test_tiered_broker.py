@@ -25,6 +25,8 @@ from rocketcluster.e2e.s3server import S3Server
 
 from .conftest import new_bucket
 
+pytestmark = pytest.mark.slow
+
 TOPIC = "history"
 POLICIES = ("NOT_IN_DISK", "NOT_IN_MEM", "FORCE", "DISABLE")
 COUNT = 400

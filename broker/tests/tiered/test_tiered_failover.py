@@ -22,6 +22,8 @@ from rocketcluster.e2e.s3server import S3Server
 
 from .conftest import new_bucket, s3_backend_for
 
+pytestmark = pytest.mark.slow
+
 
 def _tiered_cluster(backend: str, where: dict[str, Any]) -> RocketCluster:
     cluster = ha_cluster(name="tierha")

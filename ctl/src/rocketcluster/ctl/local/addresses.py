@@ -1,10 +1,28 @@
 """Loopback addresses for local processes: each process gets its own 127.0.x.y, so
-every one listens on the standard ports (DESIGN §3) as it would in a pod."""
+every one listens on the standard ports (DESIGN §3) as it would in a pod.
+
+Several local clusters may start at once on one host (test sessions, xdist workers,
+a demo beside a benchmark). An address is free when its ports bind *now*, but the
+processes that will bind them start a moment later: two allocators probing in that
+window would both pick it. So an allocator also *claims* what it picks — an
+``flock`` on a per-address file that the kernel releases when the claim is closed or
+its process ends, however it ends — and skips what another has claimed. The caller
+holds the claim until its processes listen; from then on the ports themselves say
+the address is taken.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import socket
+import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLAIMS_DIRECTORY = Path(tempfile.gettempdir()) / "rocketcluster-loopback-claims"
 
 
 def bindable(host: str, port: int) -> bool:
@@ -22,15 +40,77 @@ def candidates(start: int = 1) -> Iterator[str]:
             yield f"127.0.{x}.{y}"
 
 
-def allocate(count: int, ports: Iterable[int], taken: set[str], start: int = 1) -> list[str]:
-    """``count`` loopback addresses on which all ``ports`` are free now."""
+@dataclass
+class Claim:
+    """Addresses picked for one cluster, each held under an ``flock`` until
+    :meth:`release` (or the end of the process)."""
+
+    hosts: list[str]
+    descriptors: list[int] = field(default_factory=list, repr=False)
+
+    def release(self) -> None:
+        while self.descriptors:
+            os.close(self.descriptors.pop())
+
+    def __enter__(self) -> Claim:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
+
+
+def _try_claim(directory: Path, host: str) -> int | None:
+    """An open descriptor holding ``host``'s claim, or None when another holds it."""
+    try:
+        fd = os.open(directory / f"{host}.lock", os.O_RDONLY | os.O_CREAT, 0o666)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def claim(
+    count: int,
+    ports: Iterable[int],
+    taken: set[str],
+    start: int = 1,
+    directory: Path = CLAIMS_DIRECTORY,
+) -> Claim:
+    """``count`` loopback addresses on which all ``ports`` are free now and which no
+    other allocator on this host holds; release the claim once the processes given
+    them listen."""
     wanted = list(ports)
-    found: list[str] = []
-    for host in candidates(start):
-        if host in taken:
-            continue
-        if all(bindable(host, p) for p in wanted):
-            found.append(host)
-            if len(found) == count:
-                return found
+    directory.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # shared by every user of the host
+        directory.chmod(0o1777)
+    held = Claim([])
+    try:
+        for host in candidates(start):
+            if host in taken:
+                continue
+            fd = _try_claim(directory, host)
+            if fd is None:
+                continue
+            if not all(bindable(host, p) for p in wanted):
+                os.close(fd)
+                continue
+            held.hosts.append(host)
+            held.descriptors.append(fd)
+            if len(held.hosts) == count:
+                return held
+    except BaseException:
+        held.release()
+        raise
+    held.release()
     raise RuntimeError(f"no free loopback address for ports {wanted}")
+
+
+def allocate(count: int, ports: Iterable[int], taken: set[str], start: int = 1) -> list[str]:
+    """``count`` free loopback addresses, claimed only for the moment of choosing:
+    for callers that bind them at once."""
+    with claim(count, ports, taken, start) as picked:
+        return list(picked.hosts)

@@ -32,7 +32,7 @@ from rocketcluster.api.cluster import RocketCluster, load_manifest
 from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.api.tiered_spec import TieredBackend
 from rocketcluster.api.tls import ClientTls, TlsFiles, admin_scheme, http_verify
-from rocketcluster.ctl.local.addresses import allocate
+from rocketcluster.ctl.local.addresses import claim
 from rocketcluster.ctl.local.auth import prepare_local_auth
 from rocketcluster.ctl.local.plan import ProcessPlan, ProxyConfig, hosts_needed, plan_cluster
 from rocketcluster.ctl.local.state import LocalClusterState
@@ -125,16 +125,33 @@ class LocalRuntime:
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
         if hosts is None:
             taken = {p["host"] for p in (self.state() or {}).get("processes", [])}
-            hosts = allocate(
+            # Held until every process listens: another cluster starting meanwhile
+            # must not pick the same addresses (addresses.py).
+            with claim(
                 hosts_needed(cluster),
                 [CLIENT_PORT, ADMIN_PORT, HA_PORT, CONTROLLER_PORT],
                 taken,
                 start=_start_block(self.directory),
-            )
-        elif len(hosts) != hosts_needed(cluster):
+            ) as picked:
+                return self._launch(
+                    cluster, picked.hosts, overrides, controller_overrides, timeout, argv_prefix
+                )
+        if len(hosts) != hosts_needed(cluster):
             raise LocalRuntimeError(
                 f"{cluster.name} needs {hosts_needed(cluster)} host addresses, got {len(hosts)}"
             )
+        return self._launch(cluster, hosts, overrides, controller_overrides, timeout, argv_prefix)
+
+    def _launch(
+        self,
+        cluster: RocketCluster,
+        hosts: list[str],
+        overrides: dict[str, Any] | None,
+        controller_overrides: dict[str, Any] | None,
+        timeout: float,
+        argv_prefix: Callable[[ProcessPlan], list[str]] | None,
+    ) -> dict[str, Any]:
+        """Start ``cluster``'s processes on ``hosts`` and wait until each is ready."""
         auth = prepare_local_auth(cluster, self.directory)
         if auth is not None:  # security.auth: the processes read DIR/auth/ (local/auth.py)
             overrides = {"auth": auth, **(overrides or {})}

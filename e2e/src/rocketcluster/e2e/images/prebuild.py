@@ -124,6 +124,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if config.option.collectonly or PREBUILD in config.stash:
         return
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker not in (None, "gw0"):
+        return  # pytest-xdist: every worker collects, the first one builds
     names = wanted(session.items)
     if names:
         log = cache.cache_root() / "prebuild.log"

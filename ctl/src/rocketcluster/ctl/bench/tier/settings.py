@@ -15,6 +15,9 @@ PUT_BATCH = 32
 CLUSTER = "bench"
 BUCKET = "rc-bench-tier"
 READ_AHEAD_BYTES = 16 << 20
+# A tiered case writes untimed until the uploader's first upload is done, at most this
+# long: the timed run measures the uploader at work, not its first backend write.
+WARMUP_UPLOAD_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Produce in-process, the store at saturation (the worst case): an in-process stor
 flush, 1 KiB bodies, 8 queues, batches of 32 per put, several concurrent writers) for
 ``seconds``, with no tier, with a tier uploading to a POSIX directory, and with a tier
 uploading to S3. The tier runs as in a broker (``start()``, master) with a short upload
-interval so it uploads while the producer runs, except that it writes segments on
+interval so it uploads while the producer runs (the timed run starts once its first
+upload is done, after an untimed warm-up), except that it writes segments on
 threads of this process (a broker has a worker process for that: this case shows the
 cost the worker process keeps off the broker's loop); how much it uploaded by the end of the
 run is reported (an uploader that uploaded nothing would cost nothing), then it catches
@@ -30,6 +31,7 @@ import asyncio
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,7 @@ from rocketcluster.ctl.bench.tier.settings import (
     READ_AHEAD_BYTES,
     RECORD_BODY,
     TOPIC,
+    WARMUP_UPLOAD_TIMEOUT_S,
     TierSettings,
 )
 
@@ -135,26 +138,43 @@ async def produce_case(
             # cost a broker's worker process keeps off its loop (the broker case has it).
             tiered.start(worker_process=False)
         pool = _pool()
-        count = 0
-        deadline = time.perf_counter() + seconds
 
-        async def writer(w: int) -> None:
-            nonlocal count
-            i = w * 97
-            while time.perf_counter() < deadline:
-                await _put_all(store, pool, i, PUT_BATCH)
-                i += PUT_BATCH
-                count += PUT_BATCH
-                # The loop turns between puts, as between a broker's requests: dispatch,
-                # flush and the tier get their turns as they would there.
-                await asyncio.sleep(0)
+        async def write_until(done: Callable[[], bool]) -> int:
+            """Put from ``writers`` writers until ``done()``; the records put."""
+            count = 0
 
+            async def writer(w: int) -> None:
+                nonlocal count
+                i = w * 97
+                while not done():
+                    await _put_all(store, pool, i, PUT_BATCH)
+                    i += PUT_BATCH
+                    count += PUT_BATCH
+                    # The loop turns between puts, as between a broker's requests:
+                    # dispatch, flush and the tier get their turns as they would there.
+                    await asyncio.sleep(0)
+
+            await asyncio.gather(*(writer(w) for w in range(writers)))
+            return count
+
+        warm = 0
+        if tiered is not None:
+            # Untimed, until the uploader's first upload is done (at most
+            # WARMUP_UPLOAD_TIMEOUT_S): the timed run then measures it at work, not its
+            # first write, which a busy machine can delay past a short run.
+            warm_until = time.perf_counter() + WARMUP_UPLOAD_TIMEOUT_S
+            warm = await write_until(
+                lambda: _uploaded(tiered)[1] > 0 or time.perf_counter() > warm_until
+            )
+        before = _uploaded(tiered)
+        offset_before = store.commitlog.write_offset
         started = time.perf_counter()
-        await asyncio.gather(*(writer(w) for w in range(writers)))
+        deadline = started + seconds
+        count = await write_until(lambda: time.perf_counter() >= deadline)
         during = _uploaded(tiered)
         await store.flush()
         elapsed = time.perf_counter() - started
-        written = store.commitlog.write_offset
+        written = store.commitlog.write_offset - offset_before
         row: dict[str, Any] = {
             "records": count,
             "bytes": written,
@@ -163,7 +183,7 @@ async def produce_case(
             "mb_per_s": written / elapsed / 1e6,
         }
         if tiered is not None:
-            row.update(await _catch_up(tiered, during, count, elapsed))
+            row.update(await _catch_up(tiered, before, during, warm + count, elapsed))
         return row
     finally:
         if tiered is not None:
@@ -180,7 +200,11 @@ def _uploaded(tier: TieredStorage | None) -> tuple[int, int, int, float]:
 
 
 async def _catch_up(
-    tier: TieredStorage, during: tuple[int, int, int, float], records: int, elapsed: float
+    tier: TieredStorage,
+    before: tuple[int, int, int, float],
+    during: tuple[int, int, int, float],
+    records: int,
+    elapsed: float,
 ) -> dict[str, Any]:
     """Stop the tier's task, upload what is left, and check that the tier holds every
     record; what the uploader did during the run and what was left for after."""
@@ -191,12 +215,13 @@ async def _catch_up(
     in_tier = sum(s.count for queue in tier.catalog for s in queue.segments)
     if in_tier != records or tier.uploader.pending():
         raise RuntimeError(f"the tier holds {in_tier} of {records} records after a flush")
-    up_bytes, segments, messages, write_s = during
+    up_bytes, segments, messages, write_s = (d - b for d, b in zip(during, before, strict=True))
     return {
         "uploaded_bytes_during_run": up_bytes,
         "uploaded_segments_during_run": segments,
         "uploaded_messages_during_run": messages,
-        "uploaded_fraction_during_run": messages / records if records else 0.0,
+        # of everything written by the end of the run, warm-up included
+        "uploaded_fraction_during_run": during[2] / records if records else 0.0,
         "upload_write_seconds_during_run": write_s,
         "catch_up_seconds": catch_up_s,
         # stored and uploaded: the records over the run and the catch-up after it

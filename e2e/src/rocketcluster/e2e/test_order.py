@@ -1,0 +1,85 @@
+"""A pytest plugin: the order tests run in, and how pytest-xdist shares them out
+(``addopts = -p rocketcluster.e2e.test_order``; ``make test`` runs ``-n 2 --dist
+loadfile``).
+
+Why: most of the suite's wall time is a few files that start clusters, emulators,
+Spark or Prometheus and then mostly wait (failovers, long polls, rolls), while the
+rest is hundreds of short CPU-bound tests. Two workers overlap the waiting of one
+with the work of the other, but only if the long files start first: a worker that
+picks up a five-minute journey at the end leaves the other idle for five minutes.
+
+- **Slow files first.** Files holding a test marked ``slow`` run before the others
+  (both with and without xdist: the order inside each group is the collection order,
+  and a file's tests stay together, so module fixtures are set up once).
+- **Work units.** Under ``--dist loadfile`` a unit is a file, as xdist does, except
+  where tests share a session fixture that is expensive to start: every test under a
+  prefix of :data:`SHARED_SESSIONS` is one unit, so one worker starts it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pytest
+
+# Tests under these prefixes share one costly session fixture (the value says which):
+# one worker runs them all.
+SHARED_SESSIONS = {
+    "spark-jobs/tests/": "one Spark session (a JVM) per test session",
+}
+
+
+def unit_of(nodeid: str) -> str:
+    """The work unit of a test: its shared-session prefix, else its file."""
+    for prefix in SHARED_SESSIONS:
+        if nodeid.startswith(prefix):
+            return prefix
+    return nodeid.split("::", 1)[0]
+
+
+T = TypeVar("T")
+
+
+def slow_files_first(
+    items: list[T], nodeid: Callable[[T], str], is_slow: Callable[[T], bool]
+) -> list[T]:
+    """Pure: ``items`` with every unit holding a slow test moved ahead of the rest,
+    each keeping its place within its group and its tests together."""
+    units: dict[str, list[T]] = {}
+    for item in items:
+        units.setdefault(unit_of(nodeid(item)), []).append(item)
+    slow = [u for u, tests in units.items() if any(is_slow(t) for t in tests)]
+    fast = [u for u in units if u not in slow]
+    return [item for unit in (*slow, *fast) for item in units[unit]]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = slow_files_first(
+        items, lambda item: item.nodeid, lambda item: item.get_closest_marker("slow") is not None
+    )
+
+
+class _SharedSessionScheduling:
+    """Registered only where xdist is loaded (its hook is unknown otherwise)."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getoption("dist") != "loadfile":
+            return None
+        from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+        class SharedSessionScheduling(LoadScopeScheduling):  # type: ignore[misc]
+            """xdist's loadfile, with :func:`unit_of` as the unit and the
+            collection's order (slow files first) as the queue's order."""
+
+            def _split_scope(self, nodeid: str) -> str:
+                return unit_of(nodeid)
+
+        config.option.loadscopereorder = False  # keep slow-first, not most-tests-first
+        return SharedSessionScheduling(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.has_plugin("xdist"):
+        config.pluginmanager.register(_SharedSessionScheduling(), "rocketcluster-test-order")
