@@ -137,31 +137,31 @@ class SafetyChecker:
 
     def observe_hard_state(self, node: int, hard_state: HardState, last_index: int) -> None:
         """`node` durably wrote `hard_state`; `last_index` is its persisted log end."""
+        # Plain `if`s rather than `invariant(...)`: this runs on every write, and each
+        # call would build its lazy message closure even when the check passes.
         previous = self._hard_states.get(node)
-        invariant(
-            hard_state.commit <= last_index,
-            "persisted commit within the persisted log",
-            lambda: f"node {node} persisted commit {hard_state.commit} > last {last_index}",
-        )
+        if hard_state.commit > last_index:
+            raise SafetyViolation(
+                "persisted commit within the persisted log",
+                f"node {node} persisted commit {hard_state.commit} > last {last_index}",
+            )
         if previous is not None:
-            invariant(
-                hard_state.commit >= previous.commit,
-                "commit index never goes backwards",
-                lambda: f"node {node} commit {previous.commit} -> {hard_state.commit}",
-            )
-            invariant(
-                hard_state.term >= previous.term,
-                "term never goes backwards",
-                lambda: f"node {node} term {previous.term} -> {hard_state.term}",
-            )
-            invariant(
-                hard_state.term != previous.term or previous.vote in (0, hard_state.vote),
-                "one vote per term",
-                lambda: (
+            if hard_state.commit < previous.commit:
+                raise SafetyViolation(
+                    "commit index never goes backwards",
+                    f"node {node} commit {previous.commit} -> {hard_state.commit}",
+                )
+            if hard_state.term < previous.term:
+                raise SafetyViolation(
+                    "term never goes backwards",
+                    f"node {node} term {previous.term} -> {hard_state.term}",
+                )
+            if hard_state.term == previous.term and previous.vote not in (0, hard_state.vote):
+                raise SafetyViolation(
+                    "one vote per term",
                     f"node {node} changed its vote in term {hard_state.term} "
-                    f"from {previous.vote} to {hard_state.vote}"
-                ),
-            )
+                    f"from {previous.vote} to {hard_state.vote}",
+                )
         self._hard_states[node] = hard_state
 
     # --- the state machine ------------------------------------------------------------

@@ -22,7 +22,7 @@ from rocketcluster.controller.raft.errors import (
 )
 from rocketcluster.controller.raft.log import RaftLog
 from rocketcluster.controller.raft.progress import ProgressTracker
-from rocketcluster.controller.raft.quorum import VoteResult
+from rocketcluster.controller.raft.quorum import VoteResult, vote_result
 from rocketcluster.controller.raft.storage import Storage
 from rocketcluster.controller.raft.types import (
     NO_NODE,
@@ -48,6 +48,35 @@ class CampaignType(Enum):
     TRANSFER = "transfer"  # like ELECTION, but voters ignore their leader lease
 
 
+# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
+# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
+# slow Python-level hook (~10x a global read); these are read on every step.
+_ELECTION = CampaignType.ELECTION
+_PRE_ELECTION = CampaignType.PRE_ELECTION
+_TRANSFER = CampaignType.TRANSFER
+_APP = MessageType.APP
+_APP_RESP = MessageType.APP_RESP
+_BEAT = MessageType.BEAT
+_CHECK_QUORUM = MessageType.CHECK_QUORUM
+_HEARTBEAT = MessageType.HEARTBEAT
+_HEARTBEAT_RESP = MessageType.HEARTBEAT_RESP
+_HUP = MessageType.HUP
+_PRE_VOTE = MessageType.PRE_VOTE
+_PRE_VOTE_RESP = MessageType.PRE_VOTE_RESP
+_PROP = MessageType.PROP
+_SNAP = MessageType.SNAP
+_TIMEOUT_NOW = MessageType.TIMEOUT_NOW
+_TRANSFER_LEADER = MessageType.TRANSFER_LEADER
+_VOTE = MessageType.VOTE
+_VOTE_RESP = MessageType.VOTE_RESP
+_CANDIDATE = StateType.CANDIDATE
+_FOLLOWER = StateType.FOLLOWER
+_LEADER = StateType.LEADER
+_PRE_CANDIDATE = StateType.PRE_CANDIDATE
+_LOST = VoteResult.LOST
+_WON = VoteResult.WON
+
+
 class Raft:
     """One member's protocol state.
 
@@ -63,7 +92,7 @@ class Raft:
         self.term = 0
         self.vote = NO_NODE
         self.lead = NO_NODE
-        self.state = StateType.FOLLOWER
+        self.state = _FOLLOWER
         # Messages to send once this step's log and hard state are durable.
         self.msgs: list[Message] = []
         self.lead_transferee = NO_NODE
@@ -138,36 +167,36 @@ class Raft:
         self._reset(term)
         self._tick = self._tick_election
         self.lead = lead
-        self.state = StateType.FOLLOWER
+        self.state = _FOLLOWER
 
     def become_pre_candidate(self) -> None:
         """Poll for votes without touching term or vote: losing costs the cluster nothing."""
-        if self.state is StateType.LEADER:
+        if self.state is _LEADER:
             raise RaftInvariantError("no leader to pre-candidate transition", f"node {self.id}")
         self._step = self._step_candidate
         self.trk.reset_votes()
         self._tick = self._tick_election
         self.lead = NO_NODE
-        self.state = StateType.PRE_CANDIDATE
+        self.state = _PRE_CANDIDATE
 
     def become_candidate(self) -> None:
-        if self.state is StateType.LEADER:
+        if self.state is _LEADER:
             raise RaftInvariantError("no leader to candidate transition", f"node {self.id}")
         self._step = self._step_candidate
         self._reset(self.term + 1)
         self._tick = self._tick_election
         self.vote = self.id
-        self.state = StateType.CANDIDATE
+        self.state = _CANDIDATE
         self.elections_started += 1
 
     def become_leader(self) -> None:
-        if self.state is StateType.FOLLOWER:
+        if self.state is _FOLLOWER:
             raise RaftInvariantError("no follower to leader transition", f"node {self.id}")
         self._step = self._step_leader
         self._reset(self.term)
         self._tick = self._tick_heartbeat
         self.lead = self.id
-        self.state = StateType.LEADER
+        self.state = _LEADER
         own = self.trk.progress[self.id]
         own.become_replicate()
         own.recent_active = True
@@ -184,7 +213,7 @@ class Raft:
         self.election_elapsed += 1
         if self.election_elapsed >= self.randomized_election_timeout:
             self.election_elapsed = 0
-            self.step(Message(type=MessageType.HUP, to=self.id, from_id=self.id))
+            self.step(Message(type=_HUP, to=self.id, from_id=self.id))
 
     def _tick_heartbeat(self) -> None:
         self.heartbeat_elapsed += 1
@@ -192,17 +221,17 @@ class Raft:
         if self.election_elapsed >= self.election_timeout:
             self.election_elapsed = 0
             if self.check_quorum:
-                self.step(Message(type=MessageType.CHECK_QUORUM, to=self.id, from_id=self.id))
-            if self.state is StateType.LEADER:
+                self.step(Message(type=_CHECK_QUORUM, to=self.id, from_id=self.id))
+            if self.state is _LEADER:
                 # A transfer that did not finish within an election timeout is abandoned
                 # so proposals flow again.
                 self.abort_leader_transfer()
                 leader.retry_stale_snapshots(self)
-        if self.state is not StateType.LEADER:
+        if self.state is not _LEADER:
             return
         if self.heartbeat_elapsed >= self.heartbeat_timeout:
             self.heartbeat_elapsed = 0
-            self.step(Message(type=MessageType.BEAT, to=self.id, from_id=self.id))
+            self.step(Message(type=_BEAT, to=self.id, from_id=self.id))
 
     def _reset_randomized_election_timeout(self) -> None:
         timeout = self.election_timeout
@@ -211,29 +240,29 @@ class Raft:
     # --- elections --------------------------------------------------------------------
 
     def _hup(self, campaign: CampaignType) -> None:
-        if self.state is StateType.LEADER:
+        if self.state is _LEADER:
             return
         self._campaign(campaign)
 
     def _campaign(self, campaign: CampaignType) -> None:
-        if campaign is CampaignType.PRE_ELECTION:
+        if campaign is _PRE_ELECTION:
             self.become_pre_candidate()
-            vote_type = MessageType.PRE_VOTE
+            vote_type = _PRE_VOTE
             term = self.term + 1  # the term we would run in; ours stays put
         else:
             self.become_candidate()
-            vote_type = MessageType.VOTE
+            vote_type = _VOTE
             term = self.term
-        if self._poll(self.id, True) is VoteResult.WON:
+        if self._poll(self.id, True) is _WON:
             # A single-member cluster wins on its own vote.
-            if campaign is CampaignType.PRE_ELECTION:
-                self._campaign(CampaignType.ELECTION)
+            if campaign is _PRE_ELECTION:
+                self._campaign(_ELECTION)
             else:
                 self.become_leader()
             return
         last_index = self.raft_log.last_index()
         last_term = self.raft_log.last_term()
-        transfer = campaign is CampaignType.TRANSFER
+        transfer = campaign is _TRANSFER
         for voter in self.trk.voters:
             if voter == self.id:
                 continue
@@ -250,8 +279,9 @@ class Raft:
             )
 
     def _poll(self, voter: int, granted: bool) -> VoteResult:
-        self.trk.record_vote(voter, granted)
-        return self.trk.tally_votes()[2]
+        trk = self.trk
+        trk.record_vote(voter, granted)
+        return vote_result(trk.voters, trk.votes)  # (tally_votes also counts; not needed)
 
     # --- step -------------------------------------------------------------------------
 
@@ -270,31 +300,27 @@ class Raft:
                     # We heard a leader within the minimum election timeout: a candidate
                     # this far ahead is disruptive (e.g. just back from a partition).
                     return
-            if m.type is MessageType.PRE_VOTE:
+            if m.type is _PRE_VOTE:
                 pass  # a pre-vote never changes our term
-            elif m.type is MessageType.PRE_VOTE_RESP and not m.reject:
+            elif m.type is _PRE_VOTE_RESP and not m.reject:
                 pass  # granted pre-votes carry the term we would run in
-            elif m.type in (MessageType.APP, MessageType.HEARTBEAT, MessageType.SNAP):
+            elif m.type in (_APP, _HEARTBEAT, _SNAP):
                 self.become_follower(m.term, m.from_id)
             else:
                 self.become_follower(m.term, NO_NODE)
         elif m.term < self.term:
             if (self.check_quorum or self.pre_vote) and m.type in (
-                MessageType.HEARTBEAT,
-                MessageType.APP,
+                _HEARTBEAT,
+                _APP,
             ):
                 # A stale leader cut off by a partition: tell it our term so it steps
                 # down. Ignoring it could leave the cluster stuck, since with pre-vote
                 # and check-quorum its followers would never bump their terms.
+                self.send(Message(type=_APP_RESP, to=m.from_id, from_id=self.id, term=self.term))
+            elif m.type is _PRE_VOTE:
                 self.send(
                     Message(
-                        type=MessageType.APP_RESP, to=m.from_id, from_id=self.id, term=self.term
-                    )
-                )
-            elif m.type is MessageType.PRE_VOTE:
-                self.send(
-                    Message(
-                        type=MessageType.PRE_VOTE_RESP,
+                        type=_PRE_VOTE_RESP,
                         to=m.from_id,
                         from_id=self.id,
                         term=self.term,
@@ -303,8 +329,8 @@ class Raft:
                 )
             return
 
-        if m.type is MessageType.HUP:
-            self._hup(CampaignType.PRE_ELECTION if self.pre_vote else CampaignType.ELECTION)
+        if m.type is _HUP:
+            self._hup(_PRE_ELECTION if self.pre_vote else _ELECTION)
         elif m.type in _VOTE_REQUESTS:
             self._handle_vote_request(m)
         else:
@@ -314,14 +340,14 @@ class Raft:
         can_vote = (
             self.vote == m.from_id
             or (self.vote == NO_NODE and self.lead == NO_NODE)
-            or (m.type is MessageType.PRE_VOTE and m.term > self.term)
+            or (m.type is _PRE_VOTE and m.term > self.term)
         )
         resp_type = _VOTE_RESPONSE[m.type]
         if can_vote and self.raft_log.is_up_to_date(m.index, m.log_term):
             # Answer with the candidate's term, not ours: a pre-candidate would ignore a
             # grant carrying our (possibly older) term.
             self.send(Message(type=resp_type, to=m.from_id, from_id=self.id, term=m.term))
-            if m.type is MessageType.VOTE:
+            if m.type is _VOTE:
                 self.election_elapsed = 0
                 self.vote = m.from_id
         else:
@@ -334,62 +360,62 @@ class Raft:
 
     def _step_candidate(self, m: Message) -> None:
         t = m.type
-        if t is MessageType.PROP:
+        if t is _PROP:
             raise NotLeaderError(self.id, None, self.term)
-        if t is MessageType.APP:
+        if t is _APP:
             self.become_follower(m.term, m.from_id)
             self._handle_append_entries(m)
-        elif t is MessageType.HEARTBEAT:
+        elif t is _HEARTBEAT:
             self.become_follower(m.term, m.from_id)
             self._handle_heartbeat(m)
-        elif t is MessageType.SNAP:
+        elif t is _SNAP:
             self.become_follower(m.term, m.from_id)
             self._handle_snapshot(m)
-        elif (t is MessageType.PRE_VOTE_RESP and self.state is StateType.PRE_CANDIDATE) or (
-            t is MessageType.VOTE_RESP and self.state is StateType.CANDIDATE
+        elif (t is _PRE_VOTE_RESP and self.state is _PRE_CANDIDATE) or (
+            t is _VOTE_RESP and self.state is _CANDIDATE
         ):
             result = self._poll(m.from_id, not m.reject)
-            if result is VoteResult.WON:
-                if self.state is StateType.PRE_CANDIDATE:
-                    self._campaign(CampaignType.ELECTION)
+            if result is _WON:
+                if self.state is _PRE_CANDIDATE:
+                    self._campaign(_ELECTION)
                 else:
                     self.become_leader()
                     leader.bcast_append(self)
-            elif result is VoteResult.LOST:
+            elif result is _LOST:
                 # A pre-vote answer carries our future term; stay in ours.
                 self.become_follower(self.term, NO_NODE)
         # TIMEOUT_NOW, TRANSFER_LEADER and stray responses are ignored by candidates.
 
     def _step_follower(self, m: Message) -> None:
         t = m.type
-        if t is MessageType.PROP:
+        if t is _PROP:
             raise NotLeaderError(self.id, self.lead if self.lead != NO_NODE else None, self.term)
-        if t is MessageType.APP:
+        if t is _APP:
             self.election_elapsed = 0
             self.lead = m.from_id
             self._handle_append_entries(m)
-        elif t is MessageType.HEARTBEAT:
+        elif t is _HEARTBEAT:
             self.election_elapsed = 0
             self.lead = m.from_id
             self._handle_heartbeat(m)
-        elif t is MessageType.SNAP:
+        elif t is _SNAP:
             self.election_elapsed = 0
             self.lead = m.from_id
             self._handle_snapshot(m)
-        elif t is MessageType.TRANSFER_LEADER:
+        elif t is _TRANSFER_LEADER:
             if self.lead != NO_NODE:
                 self.send(
                     Message(
-                        type=MessageType.TRANSFER_LEADER,
+                        type=_TRANSFER_LEADER,
                         to=self.lead,
                         from_id=m.from_id,
                         term=self.term,
                     )
                 )
-        elif t is MessageType.TIMEOUT_NOW:
+        elif t is _TIMEOUT_NOW:
             # The leader picked us: campaign at once, without pre-vote; there is no
             # partition to guard against and the old leader is waiting.
-            self._hup(CampaignType.TRANSFER)
+            self._hup(_TRANSFER)
 
     # --- follower handlers ------------------------------------------------------------
 
@@ -398,7 +424,7 @@ class Raft:
         if m.index < log.committed:
             self.send(
                 Message(
-                    type=MessageType.APP_RESP,
+                    type=_APP_RESP,
                     to=m.from_id,
                     from_id=self.id,
                     term=self.term,
@@ -410,7 +436,7 @@ class Raft:
         if last_new is not None:
             self.send(
                 Message(
-                    type=MessageType.APP_RESP,
+                    type=_APP_RESP,
                     to=m.from_id,
                     from_id=self.id,
                     term=self.term,
@@ -425,7 +451,7 @@ class Raft:
         )
         self.send(
             Message(
-                type=MessageType.APP_RESP,
+                type=_APP_RESP,
                 to=m.from_id,
                 from_id=self.id,
                 term=self.term,
@@ -438,9 +464,7 @@ class Raft:
 
     def _handle_heartbeat(self, m: Message) -> None:
         self.raft_log.commit_to(m.commit)
-        self.send(
-            Message(type=MessageType.HEARTBEAT_RESP, to=m.from_id, from_id=self.id, term=self.term)
-        )
+        self.send(Message(type=_HEARTBEAT_RESP, to=m.from_id, from_id=self.id, term=self.term))
 
     def _handle_snapshot(self, m: Message) -> None:
         snapshot = m.snapshot
@@ -449,7 +473,7 @@ class Raft:
         index = self.raft_log.last_index() if self._restore(snapshot) else self.raft_log.committed
         self.send(
             Message(
-                type=MessageType.APP_RESP,
+                type=_APP_RESP,
                 to=m.from_id,
                 from_id=self.id,
                 term=self.term,
@@ -463,7 +487,7 @@ class Raft:
         log = self.raft_log
         if meta.index <= log.committed:
             return False
-        if self.state is not StateType.FOLLOWER:
+        if self.state is not _FOLLOWER:
             # Only a follower of this term's leader should get here; be defensive.
             self.become_follower(self.term + 1, NO_NODE)
             return False

@@ -28,6 +28,26 @@ from rocketcluster.controller.raft.types import (
     StateType,
 )
 
+# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
+# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
+# slow Python-level hook (~10x a global read); these are read on every step.
+_APP = MessageType.APP
+_APP_RESP = MessageType.APP_RESP
+_BEAT = MessageType.BEAT
+_CHECK_QUORUM = MessageType.CHECK_QUORUM
+_HEARTBEAT = MessageType.HEARTBEAT
+_HEARTBEAT_RESP = MessageType.HEARTBEAT_RESP
+_PROP = MessageType.PROP
+_SNAP = MessageType.SNAP
+_SNAP_STATUS = MessageType.SNAP_STATUS
+_TIMEOUT_NOW = MessageType.TIMEOUT_NOW
+_TRANSFER_LEADER = MessageType.TRANSFER_LEADER
+_UNREACHABLE = MessageType.UNREACHABLE
+_PROBE = ProgressState.PROBE
+_REPLICATE = ProgressState.REPLICATE
+_SNAPSHOT = ProgressState.SNAPSHOT
+_LEADER = StateType.LEADER
+
 
 class LeaderNode(Protocol):
     """What the leader's functions read and change on the node (`core.Raft`)."""
@@ -51,10 +71,10 @@ class LeaderNode(Protocol):
 
 def step_leader(r: LeaderNode, m: Message) -> None:
     t = m.type
-    if t is MessageType.BEAT:
+    if t is _BEAT:
         bcast_heartbeat(r)
         return
-    if t is MessageType.CHECK_QUORUM:
+    if t is _CHECK_QUORUM:
         if not r.trk.quorum_active(r.id):
             # We cannot hear a majority: a new leader may already exist on the other
             # side. Stop serving so clients go looking for it.
@@ -63,7 +83,7 @@ def step_leader(r: LeaderNode, m: Message) -> None:
             if voter != r.id:
                 peer.recent_active = False
         return
-    if t is MessageType.PROP:
+    if t is _PROP:
         if r.lead_transferee != NO_NODE:
             raise LeadershipTransferInProgressError(r.id, r.lead_transferee, r.term)
         if not m.entries:
@@ -79,17 +99,17 @@ def step_leader(r: LeaderNode, m: Message) -> None:
     pr = r.trk.progress.get(m.from_id)
     if pr is None:
         return
-    if t is MessageType.APP_RESP:
+    if t is _APP_RESP:
         _handle_append_response(r, m, pr)
-    elif t is MessageType.HEARTBEAT_RESP:
+    elif t is _HEARTBEAT_RESP:
         pr.recent_active = True
         pr.msg_app_flow_paused = False
         # Also covers REPLICATE with full inflights whose appends were all lost: one
         # (possibly empty) append goes out, and its answer clears the jam.
-        if pr.match < r.raft_log.last_index() or pr.state is ProgressState.PROBE:
+        if pr.match < r.raft_log.last_index() or pr.state is _PROBE:
             send_append(r, m.from_id)
-    elif t is MessageType.SNAP_STATUS:
-        if pr.state is not ProgressState.SNAPSHOT:
+    elif t is _SNAP_STATUS:
+        if pr.state is not _SNAPSHOT:
             return
         if m.reject:
             pr.pending_snapshot = 0  # it did not arrive: probe from match again
@@ -97,10 +117,10 @@ def step_leader(r: LeaderNode, m: Message) -> None:
         # Wait for a heartbeat answer before the next append, so a follower still
         # applying the snapshot is not flooded.
         pr.msg_app_flow_paused = True
-    elif t is MessageType.UNREACHABLE:
-        if pr.state is ProgressState.REPLICATE:
+    elif t is _UNREACHABLE:
+        if pr.state is _REPLICATE:
             pr.become_probe()
-    elif t is MessageType.TRANSFER_LEADER:
+    elif t is _TRANSFER_LEADER:
         _handle_transfer_leader(r, m.from_id, pr)
 
 
@@ -113,22 +133,22 @@ def _handle_append_response(r: LeaderNode, m: Message, pr: Progress) -> None:
             # hint: none of them can match.
             next_probe, _ = r.raft_log.find_conflict_by_term(m.reject_hint, m.log_term)
         if pr.maybe_decr_to(m.index, next_probe):
-            if pr.state is ProgressState.REPLICATE:
+            if pr.state is _REPLICATE:
                 pr.become_probe()
             send_append(r, m.from_id)
         return
 
     old_paused = pr.is_paused()
-    if not (pr.maybe_update(m.index) or (pr.match == m.index and pr.state is ProgressState.PROBE)):
+    if not (pr.maybe_update(m.index) or (pr.match == m.index and pr.state is _PROBE)):
         return
-    if pr.state is ProgressState.PROBE:
+    if pr.state is _PROBE:
         pr.become_replicate()
-    elif pr.state is ProgressState.SNAPSHOT and pr.match + 1 >= r.raft_log.first_index():
+    elif pr.state is _SNAPSHOT and pr.match + 1 >= r.raft_log.first_index():
         # The follower caught up past our compaction point (the snapshot arrived, or
         # entries did): resume normal replication.
         pr.become_probe()
         pr.become_replicate()
-    elif pr.state is ProgressState.REPLICATE:
+    elif pr.state is _REPLICATE:
         pr.inflights.free_le(m.index)
 
     if r.maybe_commit():
@@ -159,7 +179,7 @@ def _handle_transfer_leader(r: LeaderNode, transferee: int, pr: Progress) -> Non
 
 
 def send_timeout_now(r: LeaderNode, to: int) -> None:
-    r.send(Message(type=MessageType.TIMEOUT_NOW, to=to, from_id=r.id, term=r.term))
+    r.send(Message(type=_TIMEOUT_NOW, to=to, from_id=r.id, term=r.term))
 
 
 def send_append(r: LeaderNode, to: int) -> None:
@@ -181,7 +201,7 @@ def maybe_send_append(r: LeaderNode, to: int, *, send_if_empty: bool) -> bool:
     entries: list[Entry] = []
     # A throttled REPLICATE follower only gets empty appends, which still make progress
     # if every append filling the window was lost.
-    if pr.state is not ProgressState.REPLICATE or not pr.inflights.full():
+    if pr.state is not _REPLICATE or not pr.inflights.full():
         try:
             entries = log.entries(pr.next, r.max_msg_size)
         except CompactedError:
@@ -190,7 +210,7 @@ def maybe_send_append(r: LeaderNode, to: int, *, send_if_empty: bool) -> bool:
         return False
     r.send(
         Message(
-            type=MessageType.APP,
+            type=_APP,
             to=to,
             from_id=r.id,
             term=r.term,
@@ -218,7 +238,7 @@ def _maybe_send_snapshot(r: LeaderNode, to: int, pr: Progress) -> bool:
             f"follower {to} needs index {pr.next} but no snapshot exists",
         )
     pr.become_snapshot(snapshot.metadata.index)
-    r.send(Message(type=MessageType.SNAP, to=to, from_id=r.id, term=r.term, snapshot=snapshot))
+    r.send(Message(type=_SNAP, to=to, from_id=r.id, term=r.term, snapshot=snapshot))
     return True
 
 
@@ -237,7 +257,7 @@ def bcast_heartbeat(r: LeaderNode) -> None:
         # `match` may still differ from ours.
         r.send(
             Message(
-                type=MessageType.HEARTBEAT,
+                type=_HEARTBEAT,
                 to=voter,
                 from_id=r.id,
                 term=r.term,
@@ -253,10 +273,10 @@ def retry_stale_snapshots(r: LeaderNode) -> None:
     the driver reports the outcome; transports that cannot tell (a datagram lost, the
     follower crashed before persisting) would stall it forever without this fallback.
     """
-    if r.state is not StateType.LEADER:
+    if r.state is not _LEADER:
         return
     for voter, pr in r.trk:
-        if voter == r.id or pr.state is not ProgressState.SNAPSHOT:
+        if voter == r.id or pr.state is not _SNAPSHOT:
             continue
         if pr.snapshot_stale:
             pr.become_probe()

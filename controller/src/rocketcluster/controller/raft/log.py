@@ -122,28 +122,56 @@ class RaftLog:
 
     # --- positions --------------------------------------------------------------------
 
+    # first_index, last_index and term run several times per message: they read the
+    # unstable part inline (as `Unstable.maybe_first_index` / `maybe_last_index` /
+    # `maybe_term` would) instead of through those calls.
+
     def first_index(self) -> int:
-        first = self.unstable.maybe_first_index()
-        return first if first is not None else self.storage.first_index()
+        snap = self.unstable.snapshot
+        if snap is not None:
+            return snap.metadata.index + 1
+        return self.storage.first_index()
 
     def last_index(self) -> int:
-        last = self.unstable.maybe_last_index()
-        return last if last is not None else self.storage.last_index()
+        unstable = self.unstable
+        if unstable.entries:
+            return unstable.offset + len(unstable.entries) - 1
+        if unstable.snapshot is not None:
+            return unstable.snapshot.metadata.index
+        return self.storage.last_index()
 
     def term(self, index: int) -> int:
         """Term at `index`; raises `CompactedError` / `UnavailableError` out of range."""
-        dummy = self.first_index() - 1
+        unstable = self.unstable
+        snap = unstable.snapshot
+        dummy = snap.metadata.index if snap is not None else self.storage.first_index() - 1
         if index < dummy:
             raise CompactedError(index, dummy + 1)
-        if index > self.last_index():
-            raise UnavailableError(index, self.last_index())
-        found = self.unstable.maybe_term(index)
+        ents = unstable.entries
+        if ents:
+            offset = unstable.offset
+            if offset <= index < offset + len(ents):
+                return ents[index - offset].term  # (then index <= last_index() too)
+            last = offset + len(ents) - 1
+        elif snap is None:
+            # Nothing unstable (the usual case on a settled node): storage alone answers.
+            last = self.storage.last_index()
+            if index > last:
+                raise UnavailableError(index, last)
+            return self.storage.term(index)
+        else:
+            last = snap.metadata.index
+        if index > last:
+            raise UnavailableError(index, last)
+        found = unstable.maybe_term(index)
         if found is not None:
             return found
         return self.storage.term(index)
 
     def term_or_zero(self, index: int) -> int:
         """Term at `index`, 0 when unknown (compacted or past the end)."""
+        if index > self.last_index():
+            return 0  # (what `term` would say by raising; an exception costs more)
         try:
             return self.term(index)
         except (CompactedError, UnavailableError):
@@ -153,6 +181,8 @@ class RaftLog:
         return self.term(self.last_index())
 
     def match_term(self, index: int, term: int) -> bool:
+        if index > self.last_index():
+            return False  # the usual miss (a follower's new entries): no exception
         try:
             return self.term(index) == term
         except (CompactedError, UnavailableError):
@@ -172,8 +202,9 @@ class RaftLog:
         first = self.first_index()
         if lo < first:
             raise CompactedError(lo, first)
-        if hi > self.last_index() + 1:
-            raise UnavailableError(hi - 1, self.last_index())
+        last = self.last_index()
+        if hi > last + 1:
+            raise UnavailableError(hi - 1, last)
         if lo == hi:
             return []
         ents: list[Entry] = []
@@ -189,9 +220,10 @@ class RaftLog:
         return limit_size(ents, max_size)
 
     def entries(self, lo: int, max_size: int | None = None) -> list[Entry]:
-        if lo > self.last_index():
+        last = self.last_index()
+        if lo > last:
             return []
-        return self.slice(lo, self.last_index() + 1, max_size)
+        return self.slice(lo, last + 1, max_size)
 
     def all_entries(self) -> list[Entry]:
         """Every entry in the log after the snapshot (tests and checkers)."""
@@ -206,11 +238,16 @@ class RaftLog:
         return self.storage.snapshot()
 
     def has_next_committed_entries(self) -> bool:
-        return self.committed > max(self.applied + 1, self.first_index()) - 1
+        # committed <= applied answers it without reading the first index (the usual case).
+        return self.committed > self.applied and (
+            self.committed > max(self.applied + 1, self.first_index()) - 1
+        )
 
     def next_committed_entries(self) -> list[Entry]:
         """Committed entries not yet applied. They may still be in the unstable tail: the
         driver persists the same `Ready` before applying it, so that is safe."""
+        if self.committed <= self.applied:
+            return []  # (lo below is > applied, so the range would be empty)
         lo = max(self.applied + 1, self.first_index())
         if self.committed + 1 <= lo:
             return []

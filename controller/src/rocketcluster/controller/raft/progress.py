@@ -23,6 +23,15 @@ class ProgressState(Enum):
     SNAPSHOT = "snapshot"
 
 
+# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
+# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
+# slow Python-level hook (~10x a global read); these are read on every step.
+_PROBE = ProgressState.PROBE
+_REPLICATE = ProgressState.REPLICATE
+_SNAPSHOT = ProgressState.SNAPSHOT
+_WON = VoteResult.WON
+
+
 class Inflights:
     """Last indexes of appends sent but not acknowledged, oldest first, bounded."""
 
@@ -71,7 +80,7 @@ class Progress:
     def __init__(self, next_index: int, max_inflight: int) -> None:
         self.match = 0
         self.next = next_index
-        self.state = ProgressState.PROBE
+        self.state = _PROBE
         self.pending_snapshot = 0
         # Set when the follower answered since the last check-quorum round.
         self.recent_active = False
@@ -95,21 +104,21 @@ class Progress:
         self.inflights.reset()
 
     def become_probe(self) -> None:
-        if self.state is ProgressState.SNAPSHOT:
+        if self.state is _SNAPSHOT:
             pending = self.pending_snapshot
-            self._reset_state(ProgressState.PROBE)
+            self._reset_state(_PROBE)
             # Assume the snapshot arrived; a rejection will walk us back if it did not.
             self.next = max(self.match + 1, pending + 1)
         else:
-            self._reset_state(ProgressState.PROBE)
+            self._reset_state(_PROBE)
             self.next = self.match + 1
 
     def become_replicate(self) -> None:
-        self._reset_state(ProgressState.REPLICATE)
+        self._reset_state(_REPLICATE)
         self.next = self.match + 1
 
     def become_snapshot(self, snapshot_index: int) -> None:
-        self._reset_state(ProgressState.SNAPSHOT)
+        self._reset_state(_SNAPSHOT)
         self.pending_snapshot = snapshot_index
         self.next = snapshot_index + 1
 
@@ -127,7 +136,7 @@ class Progress:
 
         False when the rejection is stale (answers an append we already moved past).
         """
-        if self.state is ProgressState.REPLICATE:
+        if self.state is _REPLICATE:
             if rejected <= self.match:
                 return False
             self.next = self.match + 1
@@ -140,16 +149,16 @@ class Progress:
 
     def sent_entries(self, count: int, last_index: int) -> None:
         """Account for an append carrying `count` entries ending at `last_index`."""
-        if self.state is ProgressState.REPLICATE:
+        if self.state is _REPLICATE:
             if count:
                 self.next = last_index + 1
                 self.inflights.add(last_index)
             self.msg_app_flow_paused = self.inflights.full()
-        elif self.state is ProgressState.PROBE and count:
+        elif self.state is _PROBE and count:
             self.msg_app_flow_paused = True
 
     def is_paused(self) -> bool:
-        if self.state is ProgressState.SNAPSHOT:
+        if self.state is _SNAPSHOT:
             return True
         return self.msg_app_flow_paused
 
@@ -181,7 +190,7 @@ class ProgressTracker:
 
     def quorum_active(self, self_id: int) -> bool:
         active = {v: (v == self_id or pr.recent_active) for v, pr in self.progress.items()}
-        return vote_result(self.voters, active) is VoteResult.WON
+        return vote_result(self.voters, active) is _WON
 
     def reset_votes(self) -> None:
         self.votes = {}

@@ -12,6 +12,14 @@ class VoteResult(Enum):
     WON = "won"
 
 
+# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
+# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
+# slow Python-level hook (~10x a global read); these are read on every step.
+_LOST = VoteResult.LOST
+_PENDING = VoteResult.PENDING
+_WON = VoteResult.WON
+
+
 def majority(n: int) -> int:
     """Smallest number of members that overlaps every other majority."""
     return n // 2 + 1
@@ -38,7 +46,7 @@ def vote_result(voters: Collection[int], votes: Mapping[int, bool]) -> VoteResul
             rejected += 1
     need = majority(len(voters))
     if granted >= need:
-        return VoteResult.WON
+        return _WON
     if len(voters) - rejected < need:
-        return VoteResult.LOST
-    return VoteResult.PENDING
+        return _LOST
+    return _PENDING

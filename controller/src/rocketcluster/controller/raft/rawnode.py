@@ -47,6 +47,17 @@ from rocketcluster.controller.raft.types import (
     StateType,
 )
 
+# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
+# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
+# slow Python-level hook (~10x a global read); these are read on every step.
+_HUP = MessageType.HUP
+_PROP = MessageType.PROP
+_SNAP_STATUS = MessageType.SNAP_STATUS
+_TRANSFER_LEADER = MessageType.TRANSFER_LEADER
+_UNREACHABLE = MessageType.UNREACHABLE
+_FAILURE = SnapshotStatus.FAILURE
+_LEADER = StateType.LEADER
+
 
 @dataclass(frozen=True, slots=True)
 class Ready:
@@ -119,7 +130,7 @@ class RawNode:
     def campaign(self) -> None:
         """Start an election now (pre-vote first when enabled) instead of waiting."""
         r = self._raft
-        r.step(Message(type=MessageType.HUP, to=r.id, from_id=r.id))
+        r.step(Message(type=_HUP, to=r.id, from_id=r.id))
 
     def propose(self, data: bytes) -> ProposalId:
         """Append `data` on the leader; committed once it comes back in committed_entries.
@@ -130,9 +141,9 @@ class RawNode:
         `ProposalDroppedError`.
         """
         r = self._raft
-        if r.state is not StateType.LEADER:
+        if r.state is not _LEADER:
             raise NotLeaderError(r.id, r.lead if r.lead != NO_NODE else None, r.term)
-        r.step(Message(type=MessageType.PROP, to=r.id, from_id=r.id, entries=(Entry(0, 0, data),)))
+        r.step(Message(type=_PROP, to=r.id, from_id=r.id, entries=(Entry(0, 0, data),)))
         return ProposalId(r.term, r.raft_log.last_index())
 
     def step(self, m: Message) -> None:
@@ -155,23 +166,23 @@ class RawNode:
         """
         r = self._raft
         if transferee not in r.trk.progress:
-            raise StepPeerNotFoundError(MessageType.TRANSFER_LEADER, transferee)
-        r.step(Message(type=MessageType.TRANSFER_LEADER, to=r.id, from_id=transferee))
+            raise StepPeerNotFoundError(_TRANSFER_LEADER, transferee)
+        r.step(Message(type=_TRANSFER_LEADER, to=r.id, from_id=transferee))
 
     def report_unreachable(self, peer: int) -> None:
         """The transport failed to reach `peer`: stop streaming to it, probe instead."""
         r = self._raft
-        r.step(Message(type=MessageType.UNREACHABLE, to=r.id, from_id=peer))
+        r.step(Message(type=_UNREACHABLE, to=r.id, from_id=peer))
 
     def report_snapshot(self, peer: int, status: SnapshotStatus) -> None:
         """The transport finished (or failed) sending a snapshot to `peer`."""
         r = self._raft
         r.step(
             Message(
-                type=MessageType.SNAP_STATUS,
+                type=_SNAP_STATUS,
                 to=r.id,
                 from_id=peer,
-                reject=status is SnapshotStatus.FAILURE,
+                reject=status is _FAILURE,
             )
         )
 
@@ -191,7 +202,7 @@ class RawNode:
         hard = self._prev_hard
         if r.term != hard.term or r.vote != hard.vote or log.committed != hard.commit:
             return True  # (it can only differ from the previous one by being non-empty)
-        return log.has_next_committed_entries()
+        return log.committed > log.applied and log.has_next_committed_entries()
 
     def ready(self) -> Ready:
         """Collect pending work. Call `advance` with it before asking again."""
@@ -199,21 +210,30 @@ class RawNode:
             raise ReadyNotAdvancedError()
         r = self._raft
         log = r.raft_log
-        soft = r.soft_state()
-        hard = r.hard_state()
-        entries = tuple(log.unstable.entries)
-        hard_changed = hard != self._prev_hard and not hard.is_empty
+        unstable = log.unstable
+        # Soft and hard state are compared field by field and only built when they
+        # changed (most batches carry neither): this runs once per batch.
+        prev_soft = self._prev_soft
+        lead = r.lead if r.lead != NO_NODE else None
+        soft_changed = lead != prev_soft.leader_id or r.state is not prev_soft.state
+        prev_hard = self._prev_hard
+        term, vote, commit = r.term, r.vote, log.committed
+        hard_changed = (
+            term != prev_hard.term or vote != prev_hard.vote or commit != prev_hard.commit
+        ) and not (term == 0 and vote == NO_NODE and commit == 0)
+        entries = tuple(unstable.entries)
+        snapshot = unstable.snapshot
         rd = Ready(
-            soft_state=soft if soft != self._prev_soft else None,
-            hard_state=hard if hard_changed else None,
+            soft_state=SoftState(lead, r.state) if soft_changed else None,
+            hard_state=HardState(term=term, vote=vote, commit=commit) if hard_changed else None,
             entries=entries,
-            snapshot=log.unstable.snapshot,
+            snapshot=snapshot,
             committed_entries=tuple(log.next_committed_entries()),
             messages=tuple(r.msgs),
             must_sync=bool(entries)
-            or log.unstable.snapshot is not None
-            or hard.term != self._prev_hard.term
-            or hard.vote != self._prev_hard.vote,
+            or snapshot is not None
+            or term != prev_hard.term
+            or vote != prev_hard.vote,
         )
         r.msgs = []
         if rd.soft_state is not None:
@@ -262,7 +282,7 @@ class RawNode:
 
     @property
     def is_leader(self) -> bool:
-        return self._raft.state is StateType.LEADER
+        return self._raft.state is _LEADER
 
     @property
     def leader_id(self) -> int | None:
@@ -272,7 +292,7 @@ class RawNode:
     def status(self) -> Status:
         r = self._raft
         progress: dict[int, PeerProgress] = {}
-        if r.state is StateType.LEADER:
+        if r.state is _LEADER:
             progress = {v: PeerProgress(pr.match, pr.next, pr.state.value) for v, pr in r.trk}
         return Status(
             id=r.id,

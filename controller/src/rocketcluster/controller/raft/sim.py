@@ -22,10 +22,11 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from rocketcluster.controller.raft.checker import SafetyChecker, invariant
 from rocketcluster.controller.raft.config import Config
+from rocketcluster.controller.raft.core import Raft
 from rocketcluster.controller.raft.errors import (
     NotLeaderError,
     ProposalDroppedError,
@@ -50,7 +51,17 @@ from rocketcluster.controller.raft.types import (
     MessageType,
     ProposalId,
     SnapshotStatus,
+    StateType,
 )
+
+# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
+# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
+# slow Python-level hook (~10x a global read); these are read on every step.
+_APP = MessageType.APP
+_SNAP = MessageType.SNAP
+_FAILURE = SnapshotStatus.FAILURE
+_FINISH = SnapshotStatus.FINISH
+_LEADER = StateType.LEADER
 
 __all__ = [
     "FaultPlan",
@@ -72,11 +83,13 @@ class _Node:
     storage: MemoryStorage
     tick_rate: float
     raw: RawNode | None = None
+    core: Raft | None = None  # raw.raft, kept alongside: read on every step
     app: list[bytes] = field(default_factory=list)
     applied: int = 0
     down_until: int = 0
     writing: Ready | None = None  # taken from the node, not yet durable
     write_done_at: int = 0
+    leading: bool = False  # last role reported to the checker (it lists it as leader)
 
 
 class Simulation:
@@ -99,6 +112,7 @@ class Simulation:
         )
         self.checker = SafetyChecker()
         self.nodes = {i: _Node(i, MemoryStorage(), plan.tick_rates[i - 1]) for i in self.voters}
+        self._members = list(self.nodes.values())  # the same order, without a view per loop
         self.now = 0
         self.phase = "safety"
         self.io_healthy = False
@@ -136,31 +150,38 @@ class Simulation:
         self.now += 1
         self.stats.ticks += 1
         rng = self.rng
-        for node in self.nodes.values():
+        members = self._members
+        after_step = self._after_step
+        for node in members:
             raw = node.raw
             if raw is None:
                 continue
             if rng.random() < node.tick_rate:
                 raw.tick()
-                self._after_step(node)
+                after_step(node)
+        net_due = self.net.due
+        deliver = self._deliver
+        on_drop = self._on_drop
+        now = self.now
         for _ in range(64):
-            due = self.net.due(self.now, self._on_drop)
+            due = net_due(now, on_drop)
             if not due:
                 break
             for m in due:
-                self._deliver(m)
-        for node in self.nodes.values():
-            self._io(node)
+                deliver(m)
+        io = self._io
+        for node in members:
+            io(node)
 
     def _deliver(self, m: Message) -> None:
         node = self.nodes[m.to]
         if node.raw is None:
             self._on_drop(m, "down")
             return
-        if m.type is MessageType.SNAP and self.rng.random() < self.plan.report_rate:
+        if m.type is _SNAP and self.rng.random() < self.plan.report_rate:
             sender = self.nodes[m.from_id].raw
             if sender is not None:
-                sender.report_snapshot(m.to, SnapshotStatus.FINISH)
+                sender.report_snapshot(m.to, _FINISH)
         node.raw.step(m)
         self._after_step(node)
 
@@ -171,23 +192,30 @@ class Simulation:
         sender = self.nodes[m.from_id]
         if sender.raw is None:
             return
-        if m.type is MessageType.SNAP:
-            sender.raw.report_snapshot(m.to, SnapshotStatus.FAILURE)
-        elif m.type is MessageType.APP:
+        if m.type is _SNAP:
+            sender.raw.report_snapshot(m.to, _FAILURE)
+        elif m.type is _APP:
             sender.raw.report_unreachable(m.to)
         else:
             return
         self._after_step(sender)
 
     def _after_step(self, node: _Node) -> None:
-        raw = node.raw
-        if raw is None:
+        core = node.core
+        if core is None:
             return
-        self.checker.observe_role(node.id, raw.is_leader, raw.term, raw.raft.raft_log)
-        if raw.is_leader and self._leader_hint != node.id:
-            self._leader_hint = node.id
-            self.stats.leaders += 1
-            self._log(lambda: f"node {node.id} leads term {raw.term}")
+        if core.state is _LEADER:
+            node.leading = True
+            self.checker.observe_role(node.id, True, core.term, core.raft_log)
+            if self._leader_hint != node.id:
+                self._leader_hint = node.id
+                self.stats.leaders += 1
+                self._log(lambda: f"node {node.id} leads term {core.term}")
+        elif node.leading:
+            # Only the step down needs telling: for a node the checker does not list as
+            # an active leader, observe_role(not leader) does nothing.
+            node.leading = False
+            self.checker.observe_role(node.id, False, core.term, core.raft_log)
         self._io(node)
 
     # --- the driver loop of one node: persist, send, apply, advance -------------------
@@ -203,16 +231,18 @@ class Simulation:
         raw = node.raw
         if raw is None:
             return
-        if node.writing is not None:
+        writing = node.writing
+        if writing is not None:
             if self.now < node.write_done_at:
                 return
-            self._complete_ready(node, node.writing)
+            self._complete_ready(node, writing)
             if node.raw is None:
                 return
         if raw.has_ready():
             node.writing = raw.ready()
             latency = 0 if self.io_healthy else self.plan.disk_latency[node.id - 1]
-            node.write_done_at = self.now + (self.rng.randint(0, latency) if latency else 0)
+            # randrange(n + 1) draws exactly what randint(0, n) would, one call cheaper.
+            node.write_done_at = self.now + (self.rng.randrange(latency + 1) if latency else 0)
             if self.now >= node.write_done_at:
                 self._complete_ready(node, node.writing)
 
@@ -255,10 +285,11 @@ class Simulation:
             self._crash(node)  # durable, but nothing sent or applied
             return
 
-        now = self.now
-        send = self.net.send
-        for m in rd.messages:
-            send(m, now)
+        if rd.messages:
+            now = self.now
+            send = self.net.send
+            for m in rd.messages:
+                send(m, now)
 
         if rd.snapshot is not None:
             meta = rd.snapshot.metadata
@@ -267,22 +298,24 @@ class Simulation:
             checker.observe_snapshot(node.id, meta.index, node.app)
             self._note_markers(node)
             self.stats.snapshots_installed += 1
-        term = raw.term
-        for e in rd.committed_entries:
-            checker.observe_apply(node.id, e, term)
-            if e.data:
-                node.app.append(e.data)
-                if e.data.startswith(MARKER):
-                    self._markers_seen[node.id].add(e.data)
-            node.applied = e.index
+        if rd.committed_entries:
+            term = raw.term
+            app = node.app
+            for e in rd.committed_entries:
+                checker.observe_apply(node.id, e, term)
+                data = e.data
+                if data:
+                    app.append(data)
+                    if data.startswith(MARKER):
+                        self._markers_seen[node.id].add(data)
+                node.applied = e.index
         raw.advance(rd)
-        self._maybe_snapshot(node)
+        if node.applied - storage.snapshot().metadata.index >= self.plan.snapshot_interval:
+            self._snapshot(node)
 
-    def _maybe_snapshot(self, node: _Node) -> None:
+    def _snapshot(self, node: _Node) -> None:
+        """Snapshot the state machine and compact the log (every `snapshot_interval`)."""
         storage = node.storage
-        snap_index = storage.snapshot().metadata.index
-        if node.applied - snap_index < self.plan.snapshot_interval:
-            return
         storage.create_snapshot(node.applied, encode_state(node.app))
         self.stats.snapshots_taken += 1
         compact_to = node.applied - self.plan.snapshot_keep
@@ -311,19 +344,21 @@ class Simulation:
         if net.blocked and rng.random() < plan.heal_rate:
             net.heal()
             self._log(lambda: "heal")
-        for node in self.nodes.values():
-            raw = node.raw
-            if raw is None:
+        for node in self._members:
+            core = node.core
+            if core is None:
                 if self.now >= node.down_until:
                     self._start(node)
             elif plan.crash_rate and rng.random() < plan.crash_rate:
                 self._crash(node)
-            elif raw.is_leader and rng.random() < plan.leader_crash_rate:
+            elif core.state is _LEADER and rng.random() < plan.leader_crash_rate:
                 # Leaders dying with a half-replicated tail is where commit rules break.
                 self._crash(node)
 
     def _crash(self, node: _Node) -> None:
         node.raw = None
+        node.core = None
+        node.leading = False  # (leader_lost below)
         node.writing = None
         node.app = []
         node.applied = 0
@@ -336,6 +371,8 @@ class Simulation:
 
     def _start(self, node: _Node) -> None:
         plan = self.plan
+        rng = random.Random(self.rng.getrandbits(64))
+        snapshot = node.storage.snapshot()
         config = Config(
             id=node.id,
             voters=self.voters,
@@ -344,13 +381,12 @@ class Simulation:
             max_inflight_msgs=plan.max_inflight,
             max_size_per_msg=plan.max_size_per_msg,
             max_uncommitted_entries=plan.max_uncommitted,
+            # The state machine restarts from the snapshot, which may be newer than the
+            # log's compaction point (entries are kept behind it): skip what it holds.
+            applied=snapshot.metadata.index,
         )
-        rng = random.Random(self.rng.getrandbits(64))
-        snapshot = node.storage.snapshot()
-        # The state machine restarts from the snapshot, which may be newer than the log's
-        # compaction point (entries are kept behind it): skip what it already holds.
-        config = replace(config, applied=snapshot.metadata.index)
         node.raw = RawNode(config, node.storage, rng=rng)
+        node.core = node.raw.raft
         node.app = decode_state(snapshot.data)
         node.applied = snapshot.metadata.index
         self._markers_seen[node.id] = set()

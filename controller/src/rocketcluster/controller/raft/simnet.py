@@ -8,10 +8,10 @@ partition also catches messages already in flight.
 
 from __future__ import annotations
 
-import heapq
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from heapq import heappop, heappush
 
 from rocketcluster.controller.raft.types import Message
 
@@ -55,13 +55,13 @@ class SimNetwork:
         if faults.duplicate and rng.random() < faults.duplicate:
             copies = 2
             self.duplicated += 1
+        # Per copy: the delay, then the tie-break (the order of draws is part of a seed).
+        lo, hi = faults.min_delay, faults.max_delay
+        queue = self._queue
         for _ in range(copies):
-            delay = (
-                rng.randint(faults.min_delay, faults.max_delay)
-                if faults.max_delay > faults.min_delay
-                else faults.min_delay
-            )
-            heapq.heappush(self._queue, (now + delay, rng.random(), m))
+            # lo + randrange(hi - lo + 1) draws exactly what randint(lo, hi) would.
+            delay = lo + rng.randrange(hi - lo + 1) if hi > lo else lo
+            heappush(queue, (now + delay, rng.random(), m))
 
     def due(self, now: int, on_drop: DropHook | None = None) -> list[Message]:
         """Pop every message due by `now` that may cross the network, in arrival order."""
@@ -69,7 +69,7 @@ class SimNetwork:
         out: list[Message] = []
         blocked = self.blocked
         while queue and queue[0][0] <= now:
-            m = heapq.heappop(queue)[2]
+            m = heappop(queue)[2]
             if blocked and (m.from_id, m.to) in blocked:
                 self.dropped += 1
                 if on_drop is not None:
