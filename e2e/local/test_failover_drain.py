@@ -31,7 +31,8 @@ from rocketcluster.e2e.drain import Drain, drain_node, drain_python, node_availa
 
 from .conftest import Cluster, Workload, running
 
-pytestmark = pytest.mark.slow
+# Rates after and without a failover are compared: no neighbour test may skew one.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
 BEFORE_KILL_S = 3.0  # the scenario: 8 s, then 25 s; shorter, the same shape
