@@ -22,17 +22,35 @@ from rocketcluster.controller.raft.errors import (
 )
 from rocketcluster.controller.raft.log import RaftLog
 from rocketcluster.controller.raft.progress import ProgressTracker
-from rocketcluster.controller.raft.quorum import VoteResult, vote_result
+from rocketcluster.controller.raft.quorum import VOTE_LOST, VOTE_WON, VoteResult, vote_result
 from rocketcluster.controller.raft.storage import Storage
 from rocketcluster.controller.raft.types import (
+    MSG_APP,
+    MSG_APP_RESP,
+    MSG_BEAT,
+    MSG_CHECK_QUORUM,
+    MSG_HEARTBEAT,
+    MSG_HEARTBEAT_RESP,
+    MSG_HUP,
+    MSG_PRE_VOTE,
+    MSG_PRE_VOTE_RESP,
+    MSG_PROP,
+    MSG_SNAP,
+    MSG_TIMEOUT_NOW,
+    MSG_TRANSFER_LEADER,
+    MSG_VOTE,
+    MSG_VOTE_RESP,
     NO_NODE,
+    STATE_CANDIDATE,
+    STATE_FOLLOWER,
+    STATE_LEADER,
+    STATE_PRE_CANDIDATE,
     Entry,
     HardState,
     Message,
     MessageType,
     Snapshot,
     SoftState,
-    StateType,
 )
 
 _VOTE_RESPONSE = {
@@ -48,33 +66,10 @@ class CampaignType(Enum):
     TRANSFER = "transfer"  # like ELECTION, but voters ignore their leader lease
 
 
-# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
-# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
-# slow Python-level hook (~10x a global read); these are read on every step.
+# Members as module constants for the hot paths (see the note in types.py).
 _ELECTION = CampaignType.ELECTION
 _PRE_ELECTION = CampaignType.PRE_ELECTION
 _TRANSFER = CampaignType.TRANSFER
-_APP = MessageType.APP
-_APP_RESP = MessageType.APP_RESP
-_BEAT = MessageType.BEAT
-_CHECK_QUORUM = MessageType.CHECK_QUORUM
-_HEARTBEAT = MessageType.HEARTBEAT
-_HEARTBEAT_RESP = MessageType.HEARTBEAT_RESP
-_HUP = MessageType.HUP
-_PRE_VOTE = MessageType.PRE_VOTE
-_PRE_VOTE_RESP = MessageType.PRE_VOTE_RESP
-_PROP = MessageType.PROP
-_SNAP = MessageType.SNAP
-_TIMEOUT_NOW = MessageType.TIMEOUT_NOW
-_TRANSFER_LEADER = MessageType.TRANSFER_LEADER
-_VOTE = MessageType.VOTE
-_VOTE_RESP = MessageType.VOTE_RESP
-_CANDIDATE = StateType.CANDIDATE
-_FOLLOWER = StateType.FOLLOWER
-_LEADER = StateType.LEADER
-_PRE_CANDIDATE = StateType.PRE_CANDIDATE
-_LOST = VoteResult.LOST
-_WON = VoteResult.WON
 
 
 class Raft:
@@ -92,7 +87,7 @@ class Raft:
         self.term = 0
         self.vote = NO_NODE
         self.lead = NO_NODE
-        self.state = _FOLLOWER
+        self.state = STATE_FOLLOWER
         # Messages to send once this step's log and hard state are durable.
         self.msgs: list[Message] = []
         self.lead_transferee = NO_NODE
@@ -167,36 +162,36 @@ class Raft:
         self._reset(term)
         self._tick = self._tick_election
         self.lead = lead
-        self.state = _FOLLOWER
+        self.state = STATE_FOLLOWER
 
     def become_pre_candidate(self) -> None:
         """Poll for votes without touching term or vote: losing costs the cluster nothing."""
-        if self.state is _LEADER:
+        if self.state is STATE_LEADER:
             raise RaftInvariantError("no leader to pre-candidate transition", f"node {self.id}")
         self._step = self._step_candidate
         self.trk.reset_votes()
         self._tick = self._tick_election
         self.lead = NO_NODE
-        self.state = _PRE_CANDIDATE
+        self.state = STATE_PRE_CANDIDATE
 
     def become_candidate(self) -> None:
-        if self.state is _LEADER:
+        if self.state is STATE_LEADER:
             raise RaftInvariantError("no leader to candidate transition", f"node {self.id}")
         self._step = self._step_candidate
         self._reset(self.term + 1)
         self._tick = self._tick_election
         self.vote = self.id
-        self.state = _CANDIDATE
+        self.state = STATE_CANDIDATE
         self.elections_started += 1
 
     def become_leader(self) -> None:
-        if self.state is _FOLLOWER:
+        if self.state is STATE_FOLLOWER:
             raise RaftInvariantError("no follower to leader transition", f"node {self.id}")
         self._step = self._step_leader
         self._reset(self.term)
         self._tick = self._tick_heartbeat
         self.lead = self.id
-        self.state = _LEADER
+        self.state = STATE_LEADER
         own = self.trk.progress[self.id]
         own.become_replicate()
         own.recent_active = True
@@ -213,7 +208,7 @@ class Raft:
         self.election_elapsed += 1
         if self.election_elapsed >= self.randomized_election_timeout:
             self.election_elapsed = 0
-            self.step(Message(type=_HUP, to=self.id, from_id=self.id))
+            self.step(Message(type=MSG_HUP, to=self.id, from_id=self.id))
 
     def _tick_heartbeat(self) -> None:
         self.heartbeat_elapsed += 1
@@ -221,17 +216,17 @@ class Raft:
         if self.election_elapsed >= self.election_timeout:
             self.election_elapsed = 0
             if self.check_quorum:
-                self.step(Message(type=_CHECK_QUORUM, to=self.id, from_id=self.id))
-            if self.state is _LEADER:
+                self.step(Message(type=MSG_CHECK_QUORUM, to=self.id, from_id=self.id))
+            if self.state is STATE_LEADER:
                 # A transfer that did not finish within an election timeout is abandoned
                 # so proposals flow again.
                 self.abort_leader_transfer()
                 leader.retry_stale_snapshots(self)
-        if self.state is not _LEADER:
+        if self.state is not STATE_LEADER:
             return
         if self.heartbeat_elapsed >= self.heartbeat_timeout:
             self.heartbeat_elapsed = 0
-            self.step(Message(type=_BEAT, to=self.id, from_id=self.id))
+            self.step(Message(type=MSG_BEAT, to=self.id, from_id=self.id))
 
     def _reset_randomized_election_timeout(self) -> None:
         timeout = self.election_timeout
@@ -240,20 +235,20 @@ class Raft:
     # --- elections --------------------------------------------------------------------
 
     def _hup(self, campaign: CampaignType) -> None:
-        if self.state is _LEADER:
+        if self.state is STATE_LEADER:
             return
         self._campaign(campaign)
 
     def _campaign(self, campaign: CampaignType) -> None:
         if campaign is _PRE_ELECTION:
             self.become_pre_candidate()
-            vote_type = _PRE_VOTE
+            vote_type = MSG_PRE_VOTE
             term = self.term + 1  # the term we would run in; ours stays put
         else:
             self.become_candidate()
-            vote_type = _VOTE
+            vote_type = MSG_VOTE
             term = self.term
-        if self._poll(self.id, True) is _WON:
+        if self._poll(self.id, True) is VOTE_WON:
             # A single-member cluster wins on its own vote.
             if campaign is _PRE_ELECTION:
                 self._campaign(_ELECTION)
@@ -300,27 +295,27 @@ class Raft:
                     # We heard a leader within the minimum election timeout: a candidate
                     # this far ahead is disruptive (e.g. just back from a partition).
                     return
-            if m.type is _PRE_VOTE:
+            if m.type is MSG_PRE_VOTE:
                 pass  # a pre-vote never changes our term
-            elif m.type is _PRE_VOTE_RESP and not m.reject:
+            elif m.type is MSG_PRE_VOTE_RESP and not m.reject:
                 pass  # granted pre-votes carry the term we would run in
-            elif m.type in (_APP, _HEARTBEAT, _SNAP):
+            elif m.type in (MSG_APP, MSG_HEARTBEAT, MSG_SNAP):
                 self.become_follower(m.term, m.from_id)
             else:
                 self.become_follower(m.term, NO_NODE)
         elif m.term < self.term:
             if (self.check_quorum or self.pre_vote) and m.type in (
-                _HEARTBEAT,
-                _APP,
+                MSG_HEARTBEAT,
+                MSG_APP,
             ):
                 # A stale leader cut off by a partition: tell it our term so it steps
                 # down. Ignoring it could leave the cluster stuck, since with pre-vote
                 # and check-quorum its followers would never bump their terms.
-                self.send(Message(type=_APP_RESP, to=m.from_id, from_id=self.id, term=self.term))
-            elif m.type is _PRE_VOTE:
+                self.send(Message(type=MSG_APP_RESP, to=m.from_id, from_id=self.id, term=self.term))
+            elif m.type is MSG_PRE_VOTE:
                 self.send(
                     Message(
-                        type=_PRE_VOTE_RESP,
+                        type=MSG_PRE_VOTE_RESP,
                         to=m.from_id,
                         from_id=self.id,
                         term=self.term,
@@ -329,7 +324,7 @@ class Raft:
                 )
             return
 
-        if m.type is _HUP:
+        if m.type is MSG_HUP:
             self._hup(_PRE_ELECTION if self.pre_vote else _ELECTION)
         elif m.type in _VOTE_REQUESTS:
             self._handle_vote_request(m)
@@ -340,14 +335,14 @@ class Raft:
         can_vote = (
             self.vote == m.from_id
             or (self.vote == NO_NODE and self.lead == NO_NODE)
-            or (m.type is _PRE_VOTE and m.term > self.term)
+            or (m.type is MSG_PRE_VOTE and m.term > self.term)
         )
         resp_type = _VOTE_RESPONSE[m.type]
         if can_vote and self.raft_log.is_up_to_date(m.index, m.log_term):
             # Answer with the candidate's term, not ours: a pre-candidate would ignore a
             # grant carrying our (possibly older) term.
             self.send(Message(type=resp_type, to=m.from_id, from_id=self.id, term=m.term))
-            if m.type is _VOTE:
+            if m.type is MSG_VOTE:
                 self.election_elapsed = 0
                 self.vote = m.from_id
         else:
@@ -360,59 +355,59 @@ class Raft:
 
     def _step_candidate(self, m: Message) -> None:
         t = m.type
-        if t is _PROP:
+        if t is MSG_PROP:
             raise NotLeaderError(self.id, None, self.term)
-        if t is _APP:
+        if t is MSG_APP:
             self.become_follower(m.term, m.from_id)
             self._handle_append_entries(m)
-        elif t is _HEARTBEAT:
+        elif t is MSG_HEARTBEAT:
             self.become_follower(m.term, m.from_id)
             self._handle_heartbeat(m)
-        elif t is _SNAP:
+        elif t is MSG_SNAP:
             self.become_follower(m.term, m.from_id)
             self._handle_snapshot(m)
-        elif (t is _PRE_VOTE_RESP and self.state is _PRE_CANDIDATE) or (
-            t is _VOTE_RESP and self.state is _CANDIDATE
+        elif (t is MSG_PRE_VOTE_RESP and self.state is STATE_PRE_CANDIDATE) or (
+            t is MSG_VOTE_RESP and self.state is STATE_CANDIDATE
         ):
             result = self._poll(m.from_id, not m.reject)
-            if result is _WON:
-                if self.state is _PRE_CANDIDATE:
+            if result is VOTE_WON:
+                if self.state is STATE_PRE_CANDIDATE:
                     self._campaign(_ELECTION)
                 else:
                     self.become_leader()
                     leader.bcast_append(self)
-            elif result is _LOST:
+            elif result is VOTE_LOST:
                 # A pre-vote answer carries our future term; stay in ours.
                 self.become_follower(self.term, NO_NODE)
         # TIMEOUT_NOW, TRANSFER_LEADER and stray responses are ignored by candidates.
 
     def _step_follower(self, m: Message) -> None:
         t = m.type
-        if t is _PROP:
+        if t is MSG_PROP:
             raise NotLeaderError(self.id, self.lead if self.lead != NO_NODE else None, self.term)
-        if t is _APP:
+        if t is MSG_APP:
             self.election_elapsed = 0
             self.lead = m.from_id
             self._handle_append_entries(m)
-        elif t is _HEARTBEAT:
+        elif t is MSG_HEARTBEAT:
             self.election_elapsed = 0
             self.lead = m.from_id
             self._handle_heartbeat(m)
-        elif t is _SNAP:
+        elif t is MSG_SNAP:
             self.election_elapsed = 0
             self.lead = m.from_id
             self._handle_snapshot(m)
-        elif t is _TRANSFER_LEADER:
+        elif t is MSG_TRANSFER_LEADER:
             if self.lead != NO_NODE:
                 self.send(
                     Message(
-                        type=_TRANSFER_LEADER,
+                        type=MSG_TRANSFER_LEADER,
                         to=self.lead,
                         from_id=m.from_id,
                         term=self.term,
                     )
                 )
-        elif t is _TIMEOUT_NOW:
+        elif t is MSG_TIMEOUT_NOW:
             # The leader picked us: campaign at once, without pre-vote; there is no
             # partition to guard against and the old leader is waiting.
             self._hup(_TRANSFER)
@@ -424,7 +419,7 @@ class Raft:
         if m.index < log.committed:
             self.send(
                 Message(
-                    type=_APP_RESP,
+                    type=MSG_APP_RESP,
                     to=m.from_id,
                     from_id=self.id,
                     term=self.term,
@@ -436,7 +431,7 @@ class Raft:
         if last_new is not None:
             self.send(
                 Message(
-                    type=_APP_RESP,
+                    type=MSG_APP_RESP,
                     to=m.from_id,
                     from_id=self.id,
                     term=self.term,
@@ -451,7 +446,7 @@ class Raft:
         )
         self.send(
             Message(
-                type=_APP_RESP,
+                type=MSG_APP_RESP,
                 to=m.from_id,
                 from_id=self.id,
                 term=self.term,
@@ -464,7 +459,7 @@ class Raft:
 
     def _handle_heartbeat(self, m: Message) -> None:
         self.raft_log.commit_to(m.commit)
-        self.send(Message(type=_HEARTBEAT_RESP, to=m.from_id, from_id=self.id, term=self.term))
+        self.send(Message(type=MSG_HEARTBEAT_RESP, to=m.from_id, from_id=self.id, term=self.term))
 
     def _handle_snapshot(self, m: Message) -> None:
         snapshot = m.snapshot
@@ -473,7 +468,7 @@ class Raft:
         index = self.raft_log.last_index() if self._restore(snapshot) else self.raft_log.committed
         self.send(
             Message(
-                type=_APP_RESP,
+                type=MSG_APP_RESP,
                 to=m.from_id,
                 from_id=self.id,
                 term=self.term,
@@ -487,7 +482,7 @@ class Raft:
         log = self.raft_log
         if meta.index <= log.committed:
             return False
-        if self.state is not _FOLLOWER:
+        if self.state is not STATE_FOLLOWER:
             # Only a follower of this term's leader should get here; be defensive.
             self.become_follower(self.term + 1, NO_NODE)
             return False

@@ -19,34 +19,32 @@ from rocketcluster.controller.raft.errors import (
     UncommittedBacklogFullError,
 )
 from rocketcluster.controller.raft.log import RaftLog
-from rocketcluster.controller.raft.progress import Progress, ProgressState, ProgressTracker
+from rocketcluster.controller.raft.progress import (
+    PROGRESS_PROBE,
+    PROGRESS_REPLICATE,
+    PROGRESS_SNAPSHOT,
+    Progress,
+    ProgressTracker,
+)
 from rocketcluster.controller.raft.types import (
+    MSG_APP,
+    MSG_APP_RESP,
+    MSG_BEAT,
+    MSG_CHECK_QUORUM,
+    MSG_HEARTBEAT,
+    MSG_HEARTBEAT_RESP,
+    MSG_PROP,
+    MSG_SNAP,
+    MSG_SNAP_STATUS,
+    MSG_TIMEOUT_NOW,
+    MSG_TRANSFER_LEADER,
+    MSG_UNREACHABLE,
     NO_NODE,
+    STATE_LEADER,
     Entry,
     Message,
-    MessageType,
     StateType,
 )
-
-# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
-# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
-# slow Python-level hook (~10x a global read); these are read on every step.
-_APP = MessageType.APP
-_APP_RESP = MessageType.APP_RESP
-_BEAT = MessageType.BEAT
-_CHECK_QUORUM = MessageType.CHECK_QUORUM
-_HEARTBEAT = MessageType.HEARTBEAT
-_HEARTBEAT_RESP = MessageType.HEARTBEAT_RESP
-_PROP = MessageType.PROP
-_SNAP = MessageType.SNAP
-_SNAP_STATUS = MessageType.SNAP_STATUS
-_TIMEOUT_NOW = MessageType.TIMEOUT_NOW
-_TRANSFER_LEADER = MessageType.TRANSFER_LEADER
-_UNREACHABLE = MessageType.UNREACHABLE
-_PROBE = ProgressState.PROBE
-_REPLICATE = ProgressState.REPLICATE
-_SNAPSHOT = ProgressState.SNAPSHOT
-_LEADER = StateType.LEADER
 
 
 class LeaderNode(Protocol):
@@ -71,10 +69,10 @@ class LeaderNode(Protocol):
 
 def step_leader(r: LeaderNode, m: Message) -> None:
     t = m.type
-    if t is _BEAT:
+    if t is MSG_BEAT:
         bcast_heartbeat(r)
         return
-    if t is _CHECK_QUORUM:
+    if t is MSG_CHECK_QUORUM:
         if not r.trk.quorum_active(r.id):
             # We cannot hear a majority: a new leader may already exist on the other
             # side. Stop serving so clients go looking for it.
@@ -83,7 +81,7 @@ def step_leader(r: LeaderNode, m: Message) -> None:
             if voter != r.id:
                 peer.recent_active = False
         return
-    if t is _PROP:
+    if t is MSG_PROP:
         if r.lead_transferee != NO_NODE:
             raise LeadershipTransferInProgressError(r.id, r.lead_transferee, r.term)
         if not m.entries:
@@ -99,17 +97,17 @@ def step_leader(r: LeaderNode, m: Message) -> None:
     pr = r.trk.progress.get(m.from_id)
     if pr is None:
         return
-    if t is _APP_RESP:
+    if t is MSG_APP_RESP:
         _handle_append_response(r, m, pr)
-    elif t is _HEARTBEAT_RESP:
+    elif t is MSG_HEARTBEAT_RESP:
         pr.recent_active = True
         pr.msg_app_flow_paused = False
         # Also covers REPLICATE with full inflights whose appends were all lost: one
         # (possibly empty) append goes out, and its answer clears the jam.
-        if pr.match < r.raft_log.last_index() or pr.state is _PROBE:
+        if pr.match < r.raft_log.last_index() or pr.state is PROGRESS_PROBE:
             send_append(r, m.from_id)
-    elif t is _SNAP_STATUS:
-        if pr.state is not _SNAPSHOT:
+    elif t is MSG_SNAP_STATUS:
+        if pr.state is not PROGRESS_SNAPSHOT:
             return
         if m.reject:
             pr.pending_snapshot = 0  # it did not arrive: probe from match again
@@ -117,10 +115,10 @@ def step_leader(r: LeaderNode, m: Message) -> None:
         # Wait for a heartbeat answer before the next append, so a follower still
         # applying the snapshot is not flooded.
         pr.msg_app_flow_paused = True
-    elif t is _UNREACHABLE:
-        if pr.state is _REPLICATE:
+    elif t is MSG_UNREACHABLE:
+        if pr.state is PROGRESS_REPLICATE:
             pr.become_probe()
-    elif t is _TRANSFER_LEADER:
+    elif t is MSG_TRANSFER_LEADER:
         _handle_transfer_leader(r, m.from_id, pr)
 
 
@@ -133,22 +131,22 @@ def _handle_append_response(r: LeaderNode, m: Message, pr: Progress) -> None:
             # hint: none of them can match.
             next_probe, _ = r.raft_log.find_conflict_by_term(m.reject_hint, m.log_term)
         if pr.maybe_decr_to(m.index, next_probe):
-            if pr.state is _REPLICATE:
+            if pr.state is PROGRESS_REPLICATE:
                 pr.become_probe()
             send_append(r, m.from_id)
         return
 
     old_paused = pr.is_paused()
-    if not (pr.maybe_update(m.index) or (pr.match == m.index and pr.state is _PROBE)):
+    if not (pr.maybe_update(m.index) or (pr.match == m.index and pr.state is PROGRESS_PROBE)):
         return
-    if pr.state is _PROBE:
+    if pr.state is PROGRESS_PROBE:
         pr.become_replicate()
-    elif pr.state is _SNAPSHOT and pr.match + 1 >= r.raft_log.first_index():
+    elif pr.state is PROGRESS_SNAPSHOT and pr.match + 1 >= r.raft_log.first_index():
         # The follower caught up past our compaction point (the snapshot arrived, or
         # entries did): resume normal replication.
         pr.become_probe()
         pr.become_replicate()
-    elif pr.state is _REPLICATE:
+    elif pr.state is PROGRESS_REPLICATE:
         pr.inflights.free_le(m.index)
 
     if r.maybe_commit():
@@ -179,7 +177,7 @@ def _handle_transfer_leader(r: LeaderNode, transferee: int, pr: Progress) -> Non
 
 
 def send_timeout_now(r: LeaderNode, to: int) -> None:
-    r.send(Message(type=_TIMEOUT_NOW, to=to, from_id=r.id, term=r.term))
+    r.send(Message(type=MSG_TIMEOUT_NOW, to=to, from_id=r.id, term=r.term))
 
 
 def send_append(r: LeaderNode, to: int) -> None:
@@ -201,7 +199,7 @@ def maybe_send_append(r: LeaderNode, to: int, *, send_if_empty: bool) -> bool:
     entries: list[Entry] = []
     # A throttled REPLICATE follower only gets empty appends, which still make progress
     # if every append filling the window was lost.
-    if pr.state is not _REPLICATE or not pr.inflights.full():
+    if pr.state is not PROGRESS_REPLICATE or not pr.inflights.full():
         try:
             entries = log.entries(pr.next, r.max_msg_size)
         except CompactedError:
@@ -210,7 +208,7 @@ def maybe_send_append(r: LeaderNode, to: int, *, send_if_empty: bool) -> bool:
         return False
     r.send(
         Message(
-            type=_APP,
+            type=MSG_APP,
             to=to,
             from_id=r.id,
             term=r.term,
@@ -238,7 +236,7 @@ def _maybe_send_snapshot(r: LeaderNode, to: int, pr: Progress) -> bool:
             f"follower {to} needs index {pr.next} but no snapshot exists",
         )
     pr.become_snapshot(snapshot.metadata.index)
-    r.send(Message(type=_SNAP, to=to, from_id=r.id, term=r.term, snapshot=snapshot))
+    r.send(Message(type=MSG_SNAP, to=to, from_id=r.id, term=r.term, snapshot=snapshot))
     return True
 
 
@@ -257,7 +255,7 @@ def bcast_heartbeat(r: LeaderNode) -> None:
         # `match` may still differ from ours.
         r.send(
             Message(
-                type=_HEARTBEAT,
+                type=MSG_HEARTBEAT,
                 to=voter,
                 from_id=r.id,
                 term=r.term,
@@ -273,10 +271,10 @@ def retry_stale_snapshots(r: LeaderNode) -> None:
     the driver reports the outcome; transports that cannot tell (a datagram lost, the
     follower crashed before persisting) would stall it forever without this fallback.
     """
-    if r.state is not _LEADER:
+    if r.state is not STATE_LEADER:
         return
     for voter, pr in r.trk:
-        if voter == r.id or pr.state is not _SNAPSHOT:
+        if voter == r.id or pr.state is not PROGRESS_SNAPSHOT:
             continue
         if pr.snapshot_stale:
             pr.become_probe()

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from enum import Enum
 
-from rocketcluster.controller.raft.quorum import VoteResult, committed_index, vote_result
+from rocketcluster.controller.raft.quorum import VOTE_WON, VoteResult, committed_index, vote_result
 
 
 class ProgressState(Enum):
@@ -23,13 +23,10 @@ class ProgressState(Enum):
     SNAPSHOT = "snapshot"
 
 
-# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
-# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
-# slow Python-level hook (~10x a global read); these are read on every step.
-_PROBE = ProgressState.PROBE
-_REPLICATE = ProgressState.REPLICATE
-_SNAPSHOT = ProgressState.SNAPSHOT
-_WON = VoteResult.WON
+# Members as module constants for the hot paths (see the note in types.py).
+PROGRESS_PROBE = ProgressState.PROBE
+PROGRESS_REPLICATE = ProgressState.REPLICATE
+PROGRESS_SNAPSHOT = ProgressState.SNAPSHOT
 
 
 class Inflights:
@@ -80,7 +77,7 @@ class Progress:
     def __init__(self, next_index: int, max_inflight: int) -> None:
         self.match = 0
         self.next = next_index
-        self.state = _PROBE
+        self.state = PROGRESS_PROBE
         self.pending_snapshot = 0
         # Set when the follower answered since the last check-quorum round.
         self.recent_active = False
@@ -104,21 +101,21 @@ class Progress:
         self.inflights.reset()
 
     def become_probe(self) -> None:
-        if self.state is _SNAPSHOT:
+        if self.state is PROGRESS_SNAPSHOT:
             pending = self.pending_snapshot
-            self._reset_state(_PROBE)
+            self._reset_state(PROGRESS_PROBE)
             # Assume the snapshot arrived; a rejection will walk us back if it did not.
             self.next = max(self.match + 1, pending + 1)
         else:
-            self._reset_state(_PROBE)
+            self._reset_state(PROGRESS_PROBE)
             self.next = self.match + 1
 
     def become_replicate(self) -> None:
-        self._reset_state(_REPLICATE)
+        self._reset_state(PROGRESS_REPLICATE)
         self.next = self.match + 1
 
     def become_snapshot(self, snapshot_index: int) -> None:
-        self._reset_state(_SNAPSHOT)
+        self._reset_state(PROGRESS_SNAPSHOT)
         self.pending_snapshot = snapshot_index
         self.next = snapshot_index + 1
 
@@ -136,7 +133,7 @@ class Progress:
 
         False when the rejection is stale (answers an append we already moved past).
         """
-        if self.state is _REPLICATE:
+        if self.state is PROGRESS_REPLICATE:
             if rejected <= self.match:
                 return False
             self.next = self.match + 1
@@ -149,16 +146,16 @@ class Progress:
 
     def sent_entries(self, count: int, last_index: int) -> None:
         """Account for an append carrying `count` entries ending at `last_index`."""
-        if self.state is _REPLICATE:
+        if self.state is PROGRESS_REPLICATE:
             if count:
                 self.next = last_index + 1
                 self.inflights.add(last_index)
             self.msg_app_flow_paused = self.inflights.full()
-        elif self.state is _PROBE and count:
+        elif self.state is PROGRESS_PROBE and count:
             self.msg_app_flow_paused = True
 
     def is_paused(self) -> bool:
-        if self.state is _SNAPSHOT:
+        if self.state is PROGRESS_SNAPSHOT:
             return True
         return self.msg_app_flow_paused
 
@@ -190,7 +187,7 @@ class ProgressTracker:
 
     def quorum_active(self, self_id: int) -> bool:
         active = {v: (v == self_id or pr.recent_active) for v, pr in self.progress.items()}
-        return vote_result(self.voters, active) is _WON
+        return vote_result(self.voters, active) is VOTE_WON
 
     def reset_votes(self) -> None:
         self.votes = {}

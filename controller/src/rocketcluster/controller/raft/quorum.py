@@ -12,12 +12,10 @@ class VoteResult(Enum):
     WON = "won"
 
 
-# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
-# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
-# slow Python-level hook (~10x a global read); these are read on every step.
-_LOST = VoteResult.LOST
-_PENDING = VoteResult.PENDING
-_WON = VoteResult.WON
+# Members as module constants for the hot paths (see the note in types.py).
+VOTE_LOST = VoteResult.LOST
+VOTE_PENDING = VoteResult.PENDING
+VOTE_WON = VoteResult.WON
 
 
 def majority(n: int) -> int:
@@ -46,7 +44,7 @@ def vote_result(voters: Collection[int], votes: Mapping[int, bool]) -> VoteResul
             rejected += 1
     need = majority(len(voters))
     if granted >= need:
-        return _WON
+        return VOTE_WON
     if len(voters) - rejected < need:
-        return _LOST
-    return _PENDING
+        return VOTE_LOST
+    return VOTE_PENDING

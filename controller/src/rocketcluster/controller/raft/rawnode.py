@@ -34,29 +34,24 @@ from rocketcluster.controller.raft.errors import (
 from rocketcluster.controller.raft.storage import Storage
 from rocketcluster.controller.raft.types import (
     LOCAL_MESSAGES,
+    MSG_HUP,
+    MSG_PROP,
+    MSG_SNAP_STATUS,
+    MSG_TRANSFER_LEADER,
+    MSG_UNREACHABLE,
     NO_NODE,
     RESPONSE_MESSAGES,
+    SNAPSHOT_FAILURE,
+    STATE_LEADER,
     Entry,
     HardState,
     Message,
-    MessageType,
     ProposalId,
     Snapshot,
     SnapshotStatus,
     SoftState,
     StateType,
 )
-
-# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
-# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
-# slow Python-level hook (~10x a global read); these are read on every step.
-_HUP = MessageType.HUP
-_PROP = MessageType.PROP
-_SNAP_STATUS = MessageType.SNAP_STATUS
-_TRANSFER_LEADER = MessageType.TRANSFER_LEADER
-_UNREACHABLE = MessageType.UNREACHABLE
-_FAILURE = SnapshotStatus.FAILURE
-_LEADER = StateType.LEADER
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +125,7 @@ class RawNode:
     def campaign(self) -> None:
         """Start an election now (pre-vote first when enabled) instead of waiting."""
         r = self._raft
-        r.step(Message(type=_HUP, to=r.id, from_id=r.id))
+        r.step(Message(type=MSG_HUP, to=r.id, from_id=r.id))
 
     def propose(self, data: bytes) -> ProposalId:
         """Append `data` on the leader; committed once it comes back in committed_entries.
@@ -141,9 +136,9 @@ class RawNode:
         `ProposalDroppedError`.
         """
         r = self._raft
-        if r.state is not _LEADER:
+        if r.state is not STATE_LEADER:
             raise NotLeaderError(r.id, r.lead if r.lead != NO_NODE else None, r.term)
-        r.step(Message(type=_PROP, to=r.id, from_id=r.id, entries=(Entry(0, 0, data),)))
+        r.step(Message(type=MSG_PROP, to=r.id, from_id=r.id, entries=(Entry(0, 0, data),)))
         return ProposalId(r.term, r.raft_log.last_index())
 
     def step(self, m: Message) -> None:
@@ -166,23 +161,23 @@ class RawNode:
         """
         r = self._raft
         if transferee not in r.trk.progress:
-            raise StepPeerNotFoundError(_TRANSFER_LEADER, transferee)
-        r.step(Message(type=_TRANSFER_LEADER, to=r.id, from_id=transferee))
+            raise StepPeerNotFoundError(MSG_TRANSFER_LEADER, transferee)
+        r.step(Message(type=MSG_TRANSFER_LEADER, to=r.id, from_id=transferee))
 
     def report_unreachable(self, peer: int) -> None:
         """The transport failed to reach `peer`: stop streaming to it, probe instead."""
         r = self._raft
-        r.step(Message(type=_UNREACHABLE, to=r.id, from_id=peer))
+        r.step(Message(type=MSG_UNREACHABLE, to=r.id, from_id=peer))
 
     def report_snapshot(self, peer: int, status: SnapshotStatus) -> None:
         """The transport finished (or failed) sending a snapshot to `peer`."""
         r = self._raft
         r.step(
             Message(
-                type=_SNAP_STATUS,
+                type=MSG_SNAP_STATUS,
                 to=r.id,
                 from_id=peer,
-                reject=status is _FAILURE,
+                reject=status is SNAPSHOT_FAILURE,
             )
         )
 
@@ -282,7 +277,7 @@ class RawNode:
 
     @property
     def is_leader(self) -> bool:
-        return self._raft.state is _LEADER
+        return self._raft.state is STATE_LEADER
 
     @property
     def leader_id(self) -> int | None:
@@ -292,7 +287,7 @@ class RawNode:
     def status(self) -> Status:
         r = self._raft
         progress: dict[int, PeerProgress] = {}
-        if r.state is _LEADER:
+        if r.state is STATE_LEADER:
             progress = {v: PeerProgress(pr.match, pr.next, pr.state.value) for v, pr in r.trk}
         return Status(
             id=r.id,

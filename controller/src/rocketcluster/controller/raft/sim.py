@@ -47,21 +47,14 @@ from rocketcluster.controller.raft.simplan import (
 )
 from rocketcluster.controller.raft.storage import MemoryStorage
 from rocketcluster.controller.raft.types import (
+    MSG_APP,
+    MSG_SNAP,
+    SNAPSHOT_FAILURE,
+    SNAPSHOT_FINISH,
+    STATE_LEADER,
     Message,
-    MessageType,
     ProposalId,
-    SnapshotStatus,
-    StateType,
 )
-
-# Enum members bound once as module constants. On Python 3.11 `EnumType` defines
-# `__getattr__`, which routes every class attribute read (`MessageType.APP`) through a
-# slow Python-level hook (~10x a global read); these are read on every step.
-_APP = MessageType.APP
-_SNAP = MessageType.SNAP
-_FAILURE = SnapshotStatus.FAILURE
-_FINISH = SnapshotStatus.FINISH
-_LEADER = StateType.LEADER
 
 __all__ = [
     "FaultPlan",
@@ -178,10 +171,10 @@ class Simulation:
         if node.raw is None:
             self._on_drop(m, "down")
             return
-        if m.type is _SNAP and self.rng.random() < self.plan.report_rate:
+        if m.type is MSG_SNAP and self.rng.random() < self.plan.report_rate:
             sender = self.nodes[m.from_id].raw
             if sender is not None:
-                sender.report_snapshot(m.to, _FINISH)
+                sender.report_snapshot(m.to, SNAPSHOT_FINISH)
         node.raw.step(m)
         self._after_step(node)
 
@@ -192,9 +185,9 @@ class Simulation:
         sender = self.nodes[m.from_id]
         if sender.raw is None:
             return
-        if m.type is _SNAP:
-            sender.raw.report_snapshot(m.to, _FAILURE)
-        elif m.type is _APP:
+        if m.type is MSG_SNAP:
+            sender.raw.report_snapshot(m.to, SNAPSHOT_FAILURE)
+        elif m.type is MSG_APP:
             sender.raw.report_unreachable(m.to)
         else:
             return
@@ -204,7 +197,7 @@ class Simulation:
         core = node.core
         if core is None:
             return
-        if core.state is _LEADER:
+        if core.state is STATE_LEADER:
             node.leading = True
             self.checker.observe_role(node.id, True, core.term, core.raft_log)
             if self._leader_hint != node.id:
@@ -351,7 +344,7 @@ class Simulation:
                     self._start(node)
             elif plan.crash_rate and rng.random() < plan.crash_rate:
                 self._crash(node)
-            elif core.state is _LEADER and rng.random() < plan.leader_crash_rate:
+            elif core.state is STATE_LEADER and rng.random() < plan.leader_crash_rate:
                 # Leaders dying with a half-replicated tail is where commit rules break.
                 self._crash(node)
 

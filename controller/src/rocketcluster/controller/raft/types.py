@@ -173,3 +173,32 @@ class ProposalId:
 
     term: int
     index: int
+
+
+# Enum members as plain module constants, for the hot paths of the core and the
+# simulator: on Python 3.11 `EnumType` defines `__getattr__`, which routes every class
+# attribute read (`MessageType.APP`) through a slow Python-level hook (~10x a global
+# read). Import these where a member is read on every step.
+MSG_APP = MessageType.APP
+MSG_APP_RESP = MessageType.APP_RESP
+MSG_BEAT = MessageType.BEAT
+MSG_CHECK_QUORUM = MessageType.CHECK_QUORUM
+MSG_HEARTBEAT = MessageType.HEARTBEAT
+MSG_HEARTBEAT_RESP = MessageType.HEARTBEAT_RESP
+MSG_HUP = MessageType.HUP
+MSG_PRE_VOTE = MessageType.PRE_VOTE
+MSG_PRE_VOTE_RESP = MessageType.PRE_VOTE_RESP
+MSG_PROP = MessageType.PROP
+MSG_SNAP = MessageType.SNAP
+MSG_SNAP_STATUS = MessageType.SNAP_STATUS
+MSG_TIMEOUT_NOW = MessageType.TIMEOUT_NOW
+MSG_TRANSFER_LEADER = MessageType.TRANSFER_LEADER
+MSG_UNREACHABLE = MessageType.UNREACHABLE
+MSG_VOTE = MessageType.VOTE
+MSG_VOTE_RESP = MessageType.VOTE_RESP
+STATE_CANDIDATE = StateType.CANDIDATE
+STATE_FOLLOWER = StateType.FOLLOWER
+STATE_LEADER = StateType.LEADER
+STATE_PRE_CANDIDATE = StateType.PRE_CANDIDATE
+SNAPSHOT_FAILURE = SnapshotStatus.FAILURE
+SNAPSHOT_FINISH = SnapshotStatus.FINISH
