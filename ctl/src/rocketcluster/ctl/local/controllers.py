@@ -4,15 +4,20 @@ all from ``cluster.json`` and the cluster's directory, so no caller forgets one.
 
 from __future__ import annotations
 
+from typing import TypedDict, Unpack
+
 from rocketcluster.api.client.controller_admin import AsyncControllerAdmin, ControllerAdmin
-from rocketcluster.api.client.controller_requests import (
-    ATTEMPTS,
-    PROBE_TIMEOUT_S,
-    RETRY_PAUSE_S,
-    TIMEOUT_S,
-)
 from rocketcluster.ctl.local.auth import local_admin_token
 from rocketcluster.ctl.local.state import LocalClusterState, LocalStateError
+
+
+class AdminOptions(TypedDict, total=False):
+    """How patient a client is (the defaults are the admin client's)."""
+
+    timeout: float
+    probe_timeout: float
+    attempts: int
+    retry_pause: float
 
 
 def _addresses(state: LocalClusterState) -> list[str]:
@@ -22,39 +27,21 @@ def _addresses(state: LocalClusterState) -> list[str]:
     return found
 
 
-def controller_admin(
-    state: LocalClusterState,
-    *,
-    timeout: float = TIMEOUT_S,
-    probe_timeout: float = PROBE_TIMEOUT_S,
-    attempts: int = ATTEMPTS,
-    retry_pause: float = RETRY_PAUSE_S,
-) -> ControllerAdmin:
+def controller_admin(state: LocalClusterState, **options: Unpack[AdminOptions]) -> ControllerAdmin:
     return ControllerAdmin(
         _addresses(state),
         tls=state.client_tls(),
         token=local_admin_token(state.directory),
-        timeout=timeout,
-        probe_timeout=probe_timeout,
-        attempts=attempts,
-        retry_pause=retry_pause,
+        **options,
     )
 
 
 def async_controller_admin(
-    state: LocalClusterState,
-    *,
-    timeout: float = TIMEOUT_S,
-    probe_timeout: float = PROBE_TIMEOUT_S,
-    attempts: int = ATTEMPTS,
-    retry_pause: float = RETRY_PAUSE_S,
+    state: LocalClusterState, **options: Unpack[AdminOptions]
 ) -> AsyncControllerAdmin:
     return AsyncControllerAdmin(
         _addresses(state),
         tls=state.client_tls(),
         token=local_admin_token(state.directory),
-        timeout=timeout,
-        probe_timeout=probe_timeout,
-        attempts=attempts,
-        retry_pause=retry_pause,
+        **options,
     )
