@@ -7,65 +7,21 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
 from rocketcluster.api.catalogue import Catalogue
-from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.controller.admin import create_controller_app
-from rocketcluster.controller.core import ControllerCore, ReplicasMachine
+from rocketcluster.controller.core import ControllerCore
 from rocketcluster.controller.election import BrokerLiveInfo
 from rocketcluster.controller.raft.rawnode import PeerProgress
 from rocketcluster.controller.service import ControllerServicer
 from rocketcluster.controller.state import ControllerCode
 
-
-class FakeNode:
-    """Commits every proposal at once; leadership is what the test sets."""
-
-    def __init__(self, machine: ReplicasMachine) -> None:
-        self.machine = machine
-        self.index = 0
-        self.me = 1
-        self.leader_id: int | None = 1
-        self.follows_transfers = True
-        self.progress = {
-            1: PeerProgress(10, 11, "replicate"),
-            2: PeerProgress(9, 10, "replicate"),
-            3: PeerProgress(10, 11, "replicate"),
-        }
-        self.raw = SimpleNamespace(status=lambda: SimpleNamespace(progress=self.progress))
-
-    @property
-    def is_leader(self) -> bool:
-        return self.leader_id == self.me
-
-    async def propose(self, data: bytes, wait_s: float) -> Any:
-        self.index += 1
-        return self.machine.apply(self.index, data)
-
-    def transfer_leadership(self, to: int) -> None:
-        if self.follows_transfers:
-            self.leader_id = to
-
-
-def make_core(tmp_path: Path) -> ControllerCore:
-    config = ControllerProcessConfig(
-        cluster="t",
-        node_id=1,
-        members=[
-            ControllerMember(
-                id=i, raft_address=f"10.0.0.{i}:9878", admin_address=f"10.0.0.{i}:8080"
-            )
-            for i in (1, 2, 3)
-        ],
-        data_dir=tmp_path,
-    )
-    return ControllerCore(config, FakeNode)
+from .fake_core import make_core, node, register
 
 
 @pytest.fixture
@@ -78,18 +34,6 @@ async def http(core: ControllerCore) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=create_controller_app(core))
     async with httpx.AsyncClient(transport=transport, base_url="http://controller") as client:
         yield client
-
-
-def node(core: ControllerCore) -> FakeNode:
-    assert isinstance(core.node, FakeNode)
-    return core.node
-
-
-async def register(core: ControllerCore, group: str, endpoint: str = "") -> None:
-    applied = await core.apply_broker_id("t", group, 1, "10.1.0.1:10911", f"{group}-1")
-    assert applied.ok, applied
-    registered = await core.register_broker("t", group, 1, "10.1.0.1:10911", endpoint)
-    assert registered.ok, registered
 
 
 async def catalogue(http: httpx.AsyncClient) -> Catalogue:

@@ -21,6 +21,7 @@ from rocketcluster.api.body_limit import BodyLimit
 from rocketcluster.api.names import GroupName, TopicName
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.controller.core import ControllerCore, Reply
+from rocketcluster.controller.groups_watch import MAX_WAIT_S, version_of
 from rocketcluster.controller.state import ControllerCode, validation_problems
 
 M = TypeVar("M", bound=BaseModel)
@@ -232,7 +233,24 @@ def create_controller_app(core: ControllerCore) -> FastAPI:
 
     @app.get("/v1/groups")
     def groups() -> list[dict[str, Any]]:
-        return [g.view() for _, g in sorted(core.state.groups.items())]
+        return core.group_views()
+
+    @app.get("/v1/watch/groups")
+    async def watch_groups(
+        known: str = Query("", description="the version the caller holds"),
+        wait: float = Query(0.0, ge=0.0, le=MAX_WAIT_S, description="seconds to hold"),
+    ) -> dict[str, Any]:
+        """The groups' views and their version, once they differ from ``known`` (at
+        once when they already do), or after ``wait`` seconds. Only the leader answers
+        (421 otherwise, also when it stops leading while the request waits): a deposed
+        member's views would stop changing."""
+        _require_leader(core)
+        await core.groups_watch.wait_while(
+            lambda: core.node.is_leader and version_of(core.group_views()) == known, wait
+        )
+        _require_leader(core)
+        views = core.group_views()
+        return {"version": version_of(views), "groups": views}
 
     @app.get("/v1/groups/{name}")
     def group(name: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from rocketcluster.controller.election import (
     designated_lacks,
     fenced,
 )
+from rocketcluster.controller.groups_watch import ChangeSignal
 from rocketcluster.controller.handover import (
     GrpcHandoverClient,
     HandoverAnswer,
@@ -94,6 +95,9 @@ class ControllerCore:
         self.machine = ReplicasMachine(self._group_changed)
         self.node: RaftNode = node_factory(self.machine)
         self._watchers: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
+        # Long polls of the groups' views (GET /v1/watch/groups): woken by any group's
+        # change and by this member's leadership changing.
+        self.groups_watch = ChangeSignal()
         # One election at a time per group (a switchover's phase 0 waits seconds for a
         # slave to catch up; other groups' failovers must not wait behind it).
         self._election_locks: dict[str, asyncio.Lock] = {}
@@ -522,6 +526,15 @@ class ControllerCore:
     def _group_changed(self, group: str, view: dict[str, Any]) -> None:
         for queue in self._watchers.get(group, ()):
             queue.put_nowait(view)
+        self.groups_watch.notify()
+
+    def leadership_changed(self) -> None:
+        """Raft's soft state moved: a held long poll re-checks whether it still asks
+        the leader."""
+        self.groups_watch.notify()
+
+    def group_views(self) -> list[dict[str, Any]]:
+        return [g.view() for _, g in sorted(self.state.groups.items())]
 
     # -- the election scan ---------------------------------------------------------
 

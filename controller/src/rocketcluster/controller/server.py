@@ -59,6 +59,8 @@ class ControllerServer:
             load_material(cfg.tls)
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.core = ControllerCore(cfg, self._node)
+        core = self.core
+        core.node.on_soft_state.append(lambda _soft: core.leadership_changed())
         server = grpc.aio.server(
             options=[
                 ("grpc.so_reuseport", 0),

@@ -329,6 +329,12 @@ class AsyncControllerAdmin:
         found: list[dict[str, Any]] = await self._run(self._calls.groups(any_member))
         return found
 
+    async def watch_groups(self, known: str, wait_s: float) -> dict[str, Any]:
+        """The leader's group views as ``{"version", "groups"}``, once their version
+        differs from ``known`` or after ``wait_s`` (a long poll: "" gets them at once)."""
+        found: dict[str, Any] = await self._run(self._calls.watch_groups(known, wait_s))
+        return found
+
     async def group(self, name: str, *, any_member: bool = False) -> dict[str, Any]:
         found: dict[str, Any] = await self._run(self._calls.group(name, any_member))
         return found

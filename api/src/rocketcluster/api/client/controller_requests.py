@@ -363,6 +363,10 @@ class ControllerCalls:
     def groups(self, any_member: bool) -> Plan[Any]:
         return self.get("/v1/groups", any_member=any_member)
 
+    def watch_groups(self, known: str, wait_s: float) -> Plan[Any]:
+        params = {"known": known, "wait": wait_s}
+        return self.call("GET", "/v1/watch/groups", params=params, timeout=wait_s + self.timeout)
+
     def group(self, name: str, any_member: bool) -> Plan[Any]:
         return self.get(f"/v1/groups/{segment(name)}", any_member=any_member)
 

@@ -36,8 +36,9 @@ from rocketcluster.api.tls import ClientTls, TlsFiles, server_ssl_context
 
 log = logging.getLogger("rocketcluster.proxy")
 
-POLL_S = 0.1
+POLL_S = 0.1  # between attempts while no controller leader answers
 POLL_TIMEOUT_S = 1.0
+WATCH_S = 5.0  # how long the controller leader holds one long poll
 WAIT_FOR_MASTER_S = 15.0
 NO_MASTER_GRACE_S = 0.5
 RETRY_CONNECT_S = 0.05
@@ -214,19 +215,33 @@ async def _to_upstream(reader: asyncio.StreamReader, link: _Link) -> None:
         link.upstream.close()
 
 
-async def _masters(controllers: AsyncControllerAdmin) -> dict[str, str | None] | None:
-    """Each group's master client endpoint, as the controller leader sees it; None
-    when no leader answers (the proxy keeps what it knew and asks again)."""
-    try:
-        groups = await controllers.groups()
-    except ControllerAdminError:
-        return None
+def _masters(groups: list[dict[str, Any]]) -> dict[str, str | None]:
+    """Each group's master client endpoint, from the controller leader's group views."""
     out: dict[str, str | None] = {}
     for g in groups:
         master = g["masterId"]
         registered = g["replicas"].get(str(master)) if master is not None else None
         out[g["group"]] = split_registered(registered)[0] if registered else None
     return out
+
+
+async def _follow_masters(
+    controllers: AsyncControllerAdmin, proxies: dict[str, GroupProxy]
+) -> None:
+    """Point each group's proxy at its master as the controller leader sees it. A long
+    poll (GET /v1/watch/groups) is answered as soon as the views change; while no
+    leader answers the proxy keeps what it knew and asks again POLL_S later."""
+    known = ""
+    while True:
+        try:
+            answer = await controllers.watch_groups(known, WATCH_S)
+        except ControllerAdminError:
+            await asyncio.sleep(POLL_S)
+            continue
+        known = answer["version"]
+        masters = _masters(answer["groups"])
+        for group, proxy in proxies.items():
+            proxy.set_master(masters.get(group))
 
 
 async def _admin(
@@ -282,16 +297,13 @@ async def run(config: dict[str, Any]) -> None:
         token=read_token(Path(token_file)) if token_file else None,
         timeout=POLL_TIMEOUT_S,
         probe_timeout=POLL_TIMEOUT_S,
-        attempts=1,  # the next poll is POLL_S away
+        attempts=1,  # the next attempt is POLL_S away
     ) as controllers:
-        while not stop.is_set():
-            masters = await _masters(controllers)
-            if masters is not None:
-                for group, proxy in proxies.items():
-                    proxy.set_master(masters.get(group))
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(POLL_S):
-                    await stop.wait()
+        follow = asyncio.create_task(_follow_masters(controllers, proxies), name="follow")
+        await stop.wait()
+        follow.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follow
     for server in servers:
         server.close()
 
