@@ -36,7 +36,8 @@ from rocketcluster.api.tls import ClientTls, TlsFiles, server_ssl_context
 
 log = logging.getLogger("rocketcluster.proxy")
 
-POLL_S = 0.1  # between attempts while no controller leader answers
+POLL_S = 0.1  # between attempts while no controller leader answers, doubling
+POLL_MAX_S = 0.5  # up to this
 POLL_TIMEOUT_S = 1.0
 WATCH_S = 5.0  # how long the controller leader holds one long poll
 WAIT_FOR_MASTER_S = 15.0
@@ -230,14 +231,18 @@ async def _follow_masters(
 ) -> None:
     """Point each group's proxy at its master as the controller leader sees it. A long
     poll (GET /v1/watch/groups) is answered as soon as the views change; while no
-    leader answers the proxy keeps what it knew and asks again POLL_S later."""
+    leader answers the proxy keeps what it knew and asks again, POLL_S later at first
+    and up to POLL_MAX_S while none answers (each attempt asks every member)."""
     known = ""
+    pause = POLL_S
     while True:
         try:
             answer = await controllers.watch_groups(known, WATCH_S)
         except ControllerAdminError:
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, POLL_MAX_S)
             continue
+        pause = POLL_S
         known = answer["version"]
         masters = _masters(answer["groups"])
         for group, proxy in proxies.items():
