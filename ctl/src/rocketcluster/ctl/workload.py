@@ -185,6 +185,20 @@ class Cluster:
 
         return wait_for(ok, timeout=timeout, what=f"a SyncStateSet of {size}")
 
+    def heal(self, size: int = 3) -> None:
+        """Mend what a test broke, for the next test on the same cluster: paused
+        processes resumed, stopped ones started again on their own data and address,
+        then every process ready, a master, and ``size`` replicas in sync."""
+        alive = {p["name"] for p in self.runtime.running()}
+        for proc in (self.runtime.state() or {"processes": []})["processes"]:
+            if proc["name"] in alive:
+                self.runtime.resume(proc["name"])  # SIGCONT: nothing to a running one
+            else:
+                self.runtime.restart(proc["name"], wait=False)
+        self.runtime.wait_ready()
+        self.master()
+        self.wait_in_sync(size)
+
 
 @contextlib.contextmanager
 def running(
