@@ -94,7 +94,10 @@ def rules_file() -> Path:
     return RULES
 
 
-@pytest.fixture(scope="session")
+# Module scope: the cluster and its full-speed workload stop when the monitoring
+# tests are done. A session fixture lived until the xdist worker finished everything
+# else: ~10 CPU-minutes of produce and consume nobody looked at.
+@pytest.fixture(scope="module")
 def monitored(
     tmp_path_factory: pytest.TempPathFactory, prometheus_binary: Path, rules_file: Path
 ) -> Iterator[Monitored]:
