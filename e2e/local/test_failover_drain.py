@@ -112,13 +112,6 @@ def _produce(cluster: Cluster, topic: str, fifo: bool, *, kill: bool) -> Produce
     return Produced(set(workload.acked), dict(workload.fifo_order), victim)
 
 
-def _heal(cluster: Cluster, victim: str | None) -> None:
-    """The killed master back as a slave, the group whole again, for the next test."""
-    if victim is not None:
-        cluster.runtime.restart(victim)
-        cluster.wait_in_sync(3)
-
-
 def _check(drain: Drain, produced: Produced, what: str) -> None:
     missing = produced.acked - drain.seen
     assert not missing, (
@@ -170,7 +163,7 @@ def _compare(
     try:
         after = drainer(cluster, name, name, produced.acked)
     finally:
-        _heal(cluster, produced.victim)
+        cluster.heal()  # the killed master back as a slave, for the next test
     _check(after, produced, f"{prefix} after the failover")
     print(
         f"\n{prefix}: without a failover {base.describe()}\n{prefix}: after it {after.describe()}"
