@@ -1,27 +1,86 @@
-"""The catalogue's admin API and gRPC call on a ControllerCore whose Raft node commits
-at once (every status code and message, quickly); real members are in
-test_controller_processes.py."""
+"""The controller's admin API — the catalogue and its gRPC call, leadership transfer,
+the groups' long poll — on a ControllerCore whose Raft node commits at once (every
+status code and message, quickly); real members are in test_controller_processes.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
 from rocketcluster.api.catalogue import Catalogue
+from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.controller.admin import create_controller_app
-from rocketcluster.controller.core import ControllerCore
+from rocketcluster.controller.core import ControllerCore, ReplicasMachine
 from rocketcluster.controller.election import BrokerLiveInfo
+from rocketcluster.controller.groups_watch import version_of
 from rocketcluster.controller.raft.rawnode import PeerProgress
 from rocketcluster.controller.service import ControllerServicer
 from rocketcluster.controller.state import ControllerCode
 
-from .fake_core import make_core, node, register
+
+class FakeNode:
+    """Commits every proposal at once; leadership is what the test sets."""
+
+    def __init__(self, machine: ReplicasMachine) -> None:
+        self.machine = machine
+        self.index = 0
+        self.me = 1
+        self.leader_id: int | None = 1
+        self.follows_transfers = True
+        self.progress = {
+            1: PeerProgress(10, 11, "replicate"),
+            2: PeerProgress(9, 10, "replicate"),
+            3: PeerProgress(10, 11, "replicate"),
+        }
+        self.raw = SimpleNamespace(status=lambda: SimpleNamespace(progress=self.progress))
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.me
+
+    async def propose(self, data: bytes, wait_s: float) -> Any:
+        self.index += 1
+        return self.machine.apply(self.index, data)
+
+    def transfer_leadership(self, to: int) -> None:
+        if self.follows_transfers:
+            self.leader_id = to
+
+
+def make_core(tmp_path: Path) -> ControllerCore:
+    config = ControllerProcessConfig(
+        cluster="t",
+        node_id=1,
+        members=[
+            ControllerMember(
+                id=i, raft_address=f"10.0.0.{i}:9878", admin_address=f"10.0.0.{i}:8080"
+            )
+            for i in (1, 2, 3)
+        ],
+        data_dir=tmp_path,
+    )
+    return ControllerCore(config, FakeNode)
+
+
+def node(core: ControllerCore) -> FakeNode:
+    assert isinstance(core.node, FakeNode)
+    return core.node
+
+
+async def register(core: ControllerCore, group: str, endpoint: str = "") -> None:
+    applied = await core.apply_broker_id("t", group, 1, "10.1.0.1:10911", f"{group}-1")
+    assert applied.ok, applied
+    registered = await core.register_broker("t", group, 1, "10.1.0.1:10911", endpoint)
+    assert registered.ok, registered
 
 
 @pytest.fixture
@@ -32,7 +91,10 @@ def core(tmp_path: Path) -> ControllerCore:
 @pytest.fixture
 async def http(core: ControllerCore) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=create_controller_app(core))
-    async with httpx.AsyncClient(transport=transport, base_url="http://controller") as client:
+    # The long-poll tests hold requests for seconds.
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://controller", timeout=30
+    ) as client:
         yield client
 
 
@@ -221,3 +283,74 @@ async def test_get_catalogue_over_grpc_answers_only_news(core: ControllerCore) -
     node(core).leader_id = 2
     refused = await ask(0)
     assert (refused.code, refused.leader) == ("CONTROLLER_NOT_LEADER", "10.0.0.2:9878")
+
+
+# -- GET /v1/watch/groups: the long poll the group endpoints follow masters with ----
+
+
+async def watch(http: httpx.AsyncClient, known: str, wait: float) -> httpx.Response:
+    return await http.get("/v1/watch/groups", params={"known": known, "wait": wait})
+
+
+async def test_an_old_version_is_answered_at_once(
+    core: ControllerCore, http: httpx.AsyncClient
+) -> None:
+    await register(core, "g1")
+    started = time.monotonic()
+    answer = await watch(http, "", 20)
+    assert time.monotonic() - started < 10
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert [g["group"] for g in body["groups"]] == ["g1"]
+    assert body["groups"] == (await http.get("/v1/groups")).json()
+    assert body["version"] == version_of(body["groups"])
+
+
+async def test_a_current_version_is_held_for_the_wait(
+    core: ControllerCore, http: httpx.AsyncClient
+) -> None:
+    await register(core, "g1")
+    known = (await watch(http, "", 0)).json()["version"]
+    started = time.monotonic()
+    answer = await watch(http, known, 0.5)
+    assert time.monotonic() - started >= 0.5
+    assert answer.json()["version"] == known
+
+
+async def test_a_change_releases_the_held_poll(
+    core: ControllerCore, http: httpx.AsyncClient
+) -> None:
+    await register(core, "g1")
+    known = (await watch(http, "", 0)).json()["version"]
+    held = asyncio.create_task(watch(http, known, 25))
+    await asyncio.sleep(0.2)
+    assert not held.done()
+    started = time.monotonic()
+    await register(core, "g2")
+    answer = await asyncio.wait_for(held, 20)
+    assert time.monotonic() - started < 20  # released by the change, not the wait
+    body = answer.json()
+    assert body["version"] != known
+    assert [g["group"] for g in body["groups"]] == ["g1", "g2"]
+
+
+async def test_only_the_leader_answers_and_losing_leadership_releases(
+    core: ControllerCore, http: httpx.AsyncClient
+) -> None:
+    await register(core, "g1")
+    known = (await watch(http, "", 0)).json()["version"]
+    held = asyncio.create_task(watch(http, known, 25))
+    await asyncio.sleep(0.2)
+    node(core).leader_id = 2
+    core.leadership_changed()
+    answer = await asyncio.wait_for(held, 20)
+    assert answer.status_code == 421
+    assert answer.json()["detail"]["leaderAdmin"] == "10.0.0.2:8080"
+    assert (await watch(http, "", 0)).status_code == 421
+
+
+@pytest.mark.parametrize("wait", ["-1", "31", "soon"])
+async def test_a_bad_wait_is_refused(http: httpx.AsyncClient, wait: str) -> None:
+    answer = await http.get("/v1/watch/groups", params={"wait": wait})
+    assert answer.status_code == 422, answer.text
+    assert "wait" in answer.text
