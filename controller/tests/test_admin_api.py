@@ -317,14 +317,22 @@ async def test_a_current_version_is_held_for_the_wait(
     assert answer.json()["version"] == known
 
 
-async def test_a_change_releases_the_held_poll(
+async def held_poll(
     core: ControllerCore, http: httpx.AsyncClient
-) -> None:
+) -> tuple[str, asyncio.Task[httpx.Response]]:
+    """Group g1 registered, and a long poll with its current version, held."""
     await register(core, "g1")
     known = (await watch(http, "", 0)).json()["version"]
     held = asyncio.create_task(watch(http, known, 25))
     await asyncio.sleep(0.2)
     assert not held.done()
+    return known, held
+
+
+async def test_a_change_releases_the_held_poll(
+    core: ControllerCore, http: httpx.AsyncClient
+) -> None:
+    known, held = await held_poll(core, http)
     started = time.monotonic()
     await register(core, "g2")
     answer = await asyncio.wait_for(held, 20)
@@ -337,10 +345,7 @@ async def test_a_change_releases_the_held_poll(
 async def test_only_the_leader_answers_and_losing_leadership_releases(
     core: ControllerCore, http: httpx.AsyncClient
 ) -> None:
-    await register(core, "g1")
-    known = (await watch(http, "", 0)).json()["version"]
-    held = asyncio.create_task(watch(http, known, 25))
-    await asyncio.sleep(0.2)
+    _, held = await held_poll(core, http)
     node(core).leader_id = 2
     core.leadership_changed()
     answer = await asyncio.wait_for(held, 20)
