@@ -47,14 +47,17 @@ def test_the_json_file_is_what_stdout_says(result: dict[str, Any]) -> None:
     assert "failover" not in result and "nats_r3" not in result and result["profiles"] == {}
 
 
-def test_every_case_has_every_role_burning_cpu(result: dict[str, Any]) -> None:
+def test_every_case_has_every_role_on_the_path_burning_cpu(result: dict[str, Any]) -> None:
     expected = {f"{c}_{k}" for c in ROLES for k in ("lean_produce", "official_produce")}
     assert set(result["cases"]) == expected
     for name, case in result["cases"].items():
         roles = ROLES[name.split("_")[0]]
         assert set(case["cpu_us_per_msg"]) == roles, name
         for role, us in case["cpu_us_per_msg"].items():
-            assert isinstance(us, float) and us > 0, (name, role, us)
+            # The lean producer goes straight to the master: the proxy carries none of
+            # its load and, following the controllers with a long poll, may burn none.
+            bypassed = role == "proxy" and name.endswith("_lean_produce")
+            assert isinstance(us, float) and (us >= 0 if bypassed else us > 0), (name, role, us)
         net = case["cpu_us_per_msg_net_of_idle"]
         assert set(net) == roles and all(
             0 <= net[r] <= us for r, us in case["cpu_us_per_msg"].items()
