@@ -156,7 +156,7 @@ def test_oversized_frame_is_refused_by_grpc(broker: LocalBroker) -> None:
         producer(broker, "free") as p,
         pytest.raises(
             Exception,
-            match="(exceeds the threshold, max size=65536|exceeds the limit of 65536 bytes)",
+            match=r"(exceeds the threshold, max size=65536|exceeds the limit of 65536 bytes)",
         ),
     ):
         p.send(message("free", b"x" * (MAX_MESSAGE + 1)))
