@@ -350,6 +350,7 @@ class LocalRuntime:
                 start_new_session=True,
                 cwd=self.directory,
             )
+        self._children[name] = proc
         record["pid"] = proc.pid
         state["processes"] = [record if p["name"] == name else p for p in state["processes"]]
         self._save(state)
@@ -359,7 +360,9 @@ class LocalRuntime:
         scheme, http = admin_http(state)
         with http:
             while time.monotonic() < deadline:
-                if not _owned(proc.pid, record["configPath"]):
+                # Its exit status, not /proc: until the child has exec'd, its cmdline
+                # is still ours, and a restart was seen to fail on that at once.
+                if self._exited(name, record):
                     raise LocalRuntimeError(
                         f"{name} exited during restart:\n{_log_tail(Path(record['logPath']))}"
                     )
