@@ -30,7 +30,7 @@ import grpc
 from rocketcluster.api.client.lean import CHANNEL_OPTIONS, LeanClient, OutgoingMessage
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.broker.canned import RAW_BATCH, RAW_FETCH, RAW_STREAM
-from rocketcluster.ctl.local.addresses import allocate
+from rocketcluster.ctl.local.addresses import claim
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
 BODY = os.urandom(1024)
@@ -374,25 +374,29 @@ class CannedServer:
 
     def __init__(self, *, messaging_only: bool = False) -> None:
         """``messaging_only``: without ConsumeService (LeanClient then falls back)."""
-        [host] = allocate(1, [8081], set(), start=240)
-        self.endpoint = f"{host}:8081"
-        extra = ["--messaging-only"] if messaging_only else []
-        self._proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "rocketcluster.broker.canned",
-                "--host",
-                host,
-                "--port",
-                "8081",
-                *extra,
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
+        # The address stays claimed until the server listens: a local cluster starting
+        # meanwhile in another test worker must not take it and bind first, as
+        # allocate()'s momentary claim let it (seen with three workers).
+        with claim(1, [8081], set(), start=240) as picked:
+            [host] = picked.hosts
+            self.endpoint = f"{host}:8081"
+            extra = ["--messaging-only"] if messaging_only else []
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "rocketcluster.broker.canned",
+                    "--host",
+                    host,
+                    "--port",
+                    "8081",
+                    *extra,
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert self._proc.stdout is not None
+            line = self._proc.stdout.readline()
         if not line.startswith("READY"):
             self.stop()
             raise RuntimeError(f"the canned server did not start: {line!r}")
