@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rocketcluster.ctl.local.addresses import allocate, claim
+from rocketcluster.ctl.local.addresses import claim
 
 PORT = 47311  # an unprivileged port nothing of ours uses
 
@@ -59,7 +59,8 @@ def test_an_address_whose_port_is_bound_is_not_picked(tmp_path: Path) -> None:
         listener.listen()
         with claim(1, [PORT], set(), start=232, directory=tmp_path) as picked:
             assert picked.hosts != [host]
-        assert host not in allocate(2, [PORT], {"127.0.232.9"}, start=232)
+        with claim(2, [PORT], {"127.0.232.9"}, start=232, directory=tmp_path) as two:
+            assert host not in two.hosts
 
 
 def test_taken_addresses_are_skipped(tmp_path: Path) -> None:

@@ -376,7 +376,7 @@ class CannedServer:
         """``messaging_only``: without ConsumeService (LeanClient then falls back)."""
         # The address stays claimed until the server listens: a local cluster starting
         # meanwhile in another test worker must not take it and bind first, as
-        # allocate()'s momentary claim let it (seen with three workers).
+        # the momentary claim of choosing let it (seen with three workers).
         with claim(1, [8081], set(), start=240) as picked:
             [host] = picked.hosts
             self.endpoint = f"{host}:8081"

@@ -107,10 +107,3 @@ def claim(
         raise
     held.release()
     raise RuntimeError(f"no free loopback address for ports {wanted}")
-
-
-def allocate(count: int, ports: Iterable[int], taken: set[str], start: int = 1) -> list[str]:
-    """``count`` free loopback addresses, claimed only for the moment of choosing:
-    for callers that bind them at once."""
-    with claim(count, ports, taken, start) as picked:
-        return list(picked.hosts)

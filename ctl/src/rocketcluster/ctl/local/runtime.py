@@ -360,8 +360,8 @@ class LocalRuntime:
         scheme, http = admin_http(state)
         with http:
             while time.monotonic() < deadline:
-                # Its exit status, not /proc: until the child has exec'd, its cmdline
-                # is still ours, and a restart was seen to fail on that at once.
+                # Its exit status, not /proc (see _children): a restart was seen to
+                # call its live, starting process dead.
                 if self._exited(name, record):
                     raise LocalRuntimeError(
                         f"{name} exited during restart:\n{_log_tail(Path(record['logPath']))}"
