@@ -208,6 +208,26 @@ def test_ok_when_lag_falls_somewhere() -> None:
     )
 
 
+def test_warn_when_a_producer_pause_dips_the_lag_of_a_consumer_falling_behind() -> None:
+    # The live report's slow consumer: ~40 messages a snapshot in, ~2 out; once the
+    # producers paused and the lag dipped by 2. Burrow's rule read that as OK.
+    committed = [100, 102, 104, 106, 108, 110, 112, 114]
+    max_offsets = [657, 697, 737, 737, 777, 817, 857, 889]
+    status, reason = judge(series(committed, max_offsets), now=7 * STEP)
+    assert status == "WARN"
+    assert reason == (
+        "lag grew 557 → 775 messages over 8 snapshots (3m30s) while the offset advanced "
+        "14; it fell by only 2 in between"
+    )
+
+
+def test_ok_when_lag_swings_up_and_down() -> None:
+    # A bursty producer: lag rises and falls by similar amounts and ends higher.
+    committed = [0, 100, 200, 300, 400, 500]
+    max_offsets = [300, 500, 520, 700, 720, 850]
+    assert judge(series(committed, max_offsets), now=5 * STEP)[0] == "OK"
+
+
 def test_only_the_last_window_points_count() -> None:
     # lag 0 at snapshot 1, a rewind into snapshot 3, then steady growth
     committed = [10, 12, 5, 20, 30, 40]

@@ -24,9 +24,17 @@ last commit" becomes "time since the committed offset last changed": the first s
 6. STALL  the offset did not move and the consumer is active (messages in flight: it
           takes them and does not acknowledge them), or it is idle but not yet for
           longer than the window's span (too early to call it stopped).
-7. WARN   the offset moved but lag never decreased between consecutive snapshots
-          (constant lag counts, as in Burrow: the consumer keeps pace, never catches up).
+7. WARN   the offset moved and lag did not shrink in earnest: the falls between
+          consecutive snapshots add up to at most DIP_SHARE of the rises (constant lag
+          counts, as in Burrow: the consumer keeps pace, never catches up).
 8. OK     otherwise.
+
+Burrow's rule 7 is "lag never decreased between two consecutive snapshots". One pause
+of the producers (a failover, a slow disk, a loaded machine) then lets the lag dip by a
+message or two while the consumer acknowledges, and a consumer falling hundreds of
+messages behind reads OK. Weighing the falls against the rises keeps Burrow's verdict
+on monotone series and stops a dip from hiding a trend; lag that swings up and down
+(a bursty producer, a consumer working in batches) still reads OK.
 
 A group's status is the worst of its queues (OK < WARN < REWIND < STALL < STOP < ERR).
 
@@ -55,6 +63,8 @@ if TYPE_CHECKING:
 
 KEY: Final = ["broker_group", "consumer_group", "topic", "queue_id"]
 DEFAULT_WINDOW_POINTS: Final = 10
+# Rule 7: falls of lag up to this share of its rises over the window are noise.
+DIP_SHARE: Final = 0.1
 # The consumer_stats columns the queue evaluation reads.
 EVAL_COLUMNS: Final = [
     *KEY,
@@ -185,7 +195,10 @@ def _judge(w: pd.DataFrame, gid: np.ndarray, since: np.ndarray, now_ms: int) -> 
     lag_step = lag[1:] - lag[:-1]
     pair_gid = gid[1:][pair]
     rewinds = np.bincount(pair_gid[step[pair] < 0], minlength=groups)
-    lag_fell = np.bincount(pair_gid[lag_step[pair] < 0], minlength=groups) > 0
+    steps = lag_step[pair]
+    rose = np.bincount(pair_gid, weights=np.maximum(steps, 0), minlength=groups)
+    fell = np.bincount(pair_gid, weights=np.maximum(-steps, 0), minlength=groups)
+    shrank = fell > DIP_SHARE * rose
     zeros = np.bincount(gid[lag == 0], minlength=groups)
     latest = w.iloc[last].reset_index(drop=True)
     span = time[last] - time[first]
@@ -201,7 +214,7 @@ def _judge(w: pd.DataFrame, gid: np.ndarray, since: np.ndarray, now_ms: int) -> 
             rewinds > 0,
             ~moved & (inflight == 0) & (idle_for > span),
             ~moved,
-            ~lag_fell,
+            ~shrank,
         ],
         ["ERR", "OK", "OK", "REWIND", "STOP", "STALL", "WARN"],
         default="OK",
@@ -221,6 +234,7 @@ def _judge(w: pd.DataFrame, gid: np.ndarray, since: np.ndarray, now_ms: int) -> 
             "min_offset": latest["min_offset"].to_numpy(np.int64),
             "inflight": inflight,
             "rewinds": rewinds,
+            "fell": fell.astype(np.int64),
         }
     )
     facts = facts.join(_worst_rewinds(gid, pair, step, committed, first), how="left")
@@ -300,9 +314,10 @@ def _queue_reason(f: Any) -> str:
             f"{count(f.advanced)}: keeping pace, never catching up"
         )
     if f.status == "WARN":
+        dips = f"; it fell by only {count(f.fell)} in between" if f.fell else ""
         return (
             f"lag grew {count(f.first_lag)} → {plural(f.lag, 'message')} {over} while the "
-            f"offset advanced {count(f.advanced)}"
+            f"offset advanced {count(f.advanced)}{dips}"
         )
     return (
         f"consuming: lag {count(f.first_lag)} → {count(f.lag)} {over}, offset advanced "
