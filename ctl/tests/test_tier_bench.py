@@ -80,3 +80,24 @@ def test_the_tier_bench_measures_every_case(tmp_path: Path) -> None:
         for line in lines
     )
     assert list(tmp_path.iterdir()) == []  # the work directory is cleaned up
+
+
+def test_a_tiered_run_lasts_until_an_upload_finished_in_it(tmp_path: Path) -> None:
+    # A run shorter than any upload (here: none at all) would measure the store alone,
+    # as a starved machine did with 0.8 s: the run goes on until the uploader wrote.
+    from rocketcluster.broker.tiered.posix import PosixBackend
+    from rocketcluster.ctl.bench.tier.store_cases import produce_case
+
+    settings = tier.TierSettings(upload_batch_bytes=1 << 20, upload_interval_s=0.1)
+    (tmp_path / "tier").mkdir()
+    row = asyncio.run(
+        produce_case(
+            tmp_path / "store",
+            0.0,
+            writers=1,
+            tier=("posix", PosixBackend(tmp_path / "tier")),
+            settings=settings,
+        )
+    )
+    assert row["uploaded_segments_during_run"] > 0
+    assert row["records"] > 0 and row["seconds"] > 0

@@ -122,8 +122,9 @@ async def produce_case(
     tier: tuple[str, TierBackend] | None = None,
     settings: TierSettings | None = None,
 ) -> dict[str, Any]:
-    """Put batches of 32 from ``writers`` writers for ``seconds``, with a running tier
-    uploading to ``tier`` (kind, backend) or none; then let the tier catch up."""
+    """Put batches of 32 from ``writers`` writers for ``seconds`` (with a tier, until
+    an upload finished too), with a running tier uploading to ``tier`` (kind, backend)
+    or none; then let the tier catch up. Rates are over the run's measured length."""
     settings = settings or TierSettings()
     store = await MessageStore.open(_store_config(root))
     tiered: TieredStorage | None = None
@@ -170,7 +171,18 @@ async def produce_case(
         offset_before = store.commitlog.write_offset
         started = time.perf_counter()
         deadline = started + seconds
-        count = await write_until(lambda: time.perf_counter() >= deadline)
+        # With a tier the run lasts until an upload has also finished in it (at most
+        # WARMUP_UPLOAD_TIMEOUT_S more): on a starved machine a short run can end
+        # before the uploader's next write does, and would then measure the store alone.
+        last_call = deadline + WARMUP_UPLOAD_TIMEOUT_S
+
+        def run_over() -> bool:
+            now = time.perf_counter()
+            if now < deadline:
+                return False
+            return tiered is None or _uploaded(tiered)[1] > before[1] or now > last_call
+
+        count = await write_until(run_over)
         during = _uploaded(tiered)
         await store.flush()
         elapsed = time.perf_counter() - started
