@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -69,6 +69,8 @@ def test_a_snapshot_that_is_not_one_is_refused(
 def test_a_whole_run_from_a_snapshot(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from pyspark.sql.types import StructType
+
     now_ms = int(time.time() * 1000)
     shape = Shape(consumer_groups=len(BEHAVIOURS), broker_groups=1, topics=1, queues=2,
                   snapshots=40, segments=12, events=60)  # fmt: skip
@@ -86,8 +88,12 @@ def test_a_whole_run_from_a_snapshot(
         "sss-history",
         "tiering",
     ]
-    for table in tables.RESULTS:
-        assert (latest / "parquet" / table).is_dir(), table
+    for table in tables.RESULTS:  # written by Spark or by the driver: the same types
+        written = spark.read.parquet(str(latest / "parquet" / table)).schema
+        wanted = cast(StructType, StructType.fromDDL(tables.RESULT_SCHEMAS[table]))
+        assert [(f.name, f.dataType) for f in written.fields] == [
+            (f.name, f.dataType) for f in wanted.fields
+        ], table
     groups: Any = spark.read.parquet(str(latest / "parquet" / tables.LAG_GROUPS)).toPandas()
     status = dict(zip(groups["consumer_group"], groups["status"], strict=True))
     assert status["group-0"] == "OK"  # keeps up

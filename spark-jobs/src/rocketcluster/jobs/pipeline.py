@@ -2,9 +2,10 @@
 
 The jobs run on Spark DataFrames; only their results come back to the driver (as
 pandas) for the summary and the report, and those are small: statuses per queue,
-intervals per replica, ranked candidates. The one result that grows with the input,
-lag per snapshot, is written whole to Parquet but summed per consumer group and time
-for the report's plot.
+intervals per replica, ranked candidates. The driver writes those to Parquet itself
+(one Spark job fewer per table: on a small cluster's report each job costs more than
+its data). The one result that grows with the input, lag per snapshot, Spark writes
+whole to Parquet and sums per consumer group and time for the report's plot.
 """
 
 from __future__ import annotations
@@ -93,25 +94,46 @@ def prune_runs(out: Path, keep: int) -> list[Path]:
 
 def latest_time(inputs: Mapping[str, DataFrame]) -> int | None:
     """The newest time in the inputs: "now" for a report rerun from a snapshot."""
-    found = [t for t in (_time_range(f)[1] for f in inputs.values()) if t is not None]
-    return max(found, default=None)
+    return _time_range(inputs)[1]
 
 
 def observed_since(inputs: Mapping[str, DataFrame], start_ms: int) -> int:
     """Where the report's time axes begin: the oldest row read, when the history is
     shorter than the window asked for (a young cluster), else the window's start."""
-    found = [t for t in (_time_range(f)[0] for f in inputs.values()) if t is not None]
-    return max(start_ms, min(found, default=start_ms))
+    oldest = _time_range(inputs)[0]
+    return start_ms if oldest is None else max(start_ms, oldest)
 
 
-def _time_range(frame: DataFrame) -> tuple[int | None, int | None]:
+def _time_range(inputs: Mapping[str, DataFrame]) -> tuple[int | None, int | None]:
+    """The oldest and newest time over every input, in one Spark job."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
-    row = frame.agg(F.min("time"), F.max("time")).first()
+    if not inputs:
+        return None, None
+    times = reduce(
+        lambda a, b: a.unionByName(b),
+        (f.select(F.col("time").cast("long")) for f in inputs.values()),
+    )
+    row = times.agg(F.min("time"), F.max("time")).first()
     if row is None:
         return None, None
     low, high = row[0], row[1]
     return (None if low is None else int(low)), (None if high is None else int(high))
+
+
+def write_result(frame: pd.DataFrame, directory: Path, table: str) -> None:
+    """A small result, already on the driver, as a Parquet dataset of one file with
+    the table's Spark types (what ``frame.write.parquet`` would give, without a job)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    schema = tables.arrow_schema(tables.RESULT_SCHEMAS[table])
+    arrow = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
+    pq.write_table(arrow, directory / "part-00000.parquet")
 
 
 def _spark_jobs(
@@ -188,13 +210,13 @@ def run_jobs(
         frames = jobs[name]()
         mine: dict[str, pd.DataFrame] = {}
         for table, frame in frames.items():
-            frame.write.mode("overwrite").parquet(str(directory / "parquet" / table))
-            shown = (
-                lag_for_plot(frame, plan.window_start_ms, plan.now_ms)
-                if table == tables.LAG_POINTS
-                else frame
-            )
-            mine[table] = shown.toPandas()
+            path = directory / "parquet" / table
+            if table == tables.LAG_POINTS:  # grows with the input: Spark writes it
+                frame.write.mode("overwrite").parquet(str(path))
+                mine[table] = lag_for_plot(frame, plan.window_start_ms, plan.now_ms).toPandas()
+            else:
+                mine[table] = frame.toPandas()
+                write_result(mine[table], path, table)
         if name == "sss-history":  # the report marks unclean elections at their times
             mine[tables.EVENTS] = inputs[tables.EVENTS].toPandas()
         results.update(mine)
