@@ -6,7 +6,7 @@ import pytest
 
 from rocketcluster.api.topics import ConsumerGroupSpec, MessageType, TopicSpec
 from rocketcluster.broker.store import InvalidNameError, MetadataStore
-from rocketcluster.broker.store.dispatch import ConsumeQueueTable
+from rocketcluster.broker.store.consumequeue import ConsumeQueueTable
 from rocketcluster.broker.tiered.catalog import segment_name
 
 
@@ -53,7 +53,7 @@ def test_invalid_names_are_refused(tmp_path: Path) -> None:
         meta.close()
 
 
-def test_a_topic_becomes_a_directory_only_when_it_is_a_safe_name(tmp_path: Path) -> None:
+def test_the_store_takes_a_topic_only_when_it_is_a_safe_name(tmp_path: Path) -> None:
     table = ConsumeQueueTable(tmp_path / "cq", 1024)
     for bad in ("..", "../x", "a/b", "a\\b", "t\x00", "t\n", ""):
         with pytest.raises(InvalidNameError):

@@ -11,7 +11,7 @@ import pytest
 
 from rocketcluster.broker.store import MessageStore
 from rocketcluster.broker.store.files import offset_name
-from rocketcluster.ctl.store_writer import write_then_kill, writer_config
+from rocketcluster.ctl.store_writer import QUEUES, spread_topic, write_then_kill, writer_config
 
 
 def lose_unsynced_tail(root: Path, synced: int, segment_size: int, rng: random.Random) -> None:
@@ -59,5 +59,41 @@ def test_kill_dash_nine_mid_batch_loses_no_acknowledged_record(tmp_path: Path, r
                 assert [m.msg_id for m in store.lookup_by_id(msg_id)] == [msg_id]
         finally:
             await store.close()
+
+    asyncio.run(check())
+
+
+def test_a_store_of_20000_queues_is_killed_and_every_acknowledged_message_is_read(
+    tmp_path: Path,
+) -> None:
+    """One message in each of 20,000 queues (5,000 topics x 4), kill -9, reopen: every
+    acknowledged message at its queue offset, from a consume-queue store of a few files
+    (a file per queue was 40,000 files and, at the default size, 120 GB)."""
+    root = tmp_path / "store"
+    topics = 5000
+    # Killed a little after the 20,000th ack: the four writers run about evenly, so
+    # every queue has had its first message acknowledged by then.
+    acked, _ = write_then_kill(root, topics * QUEUES + 4096, 4, 32, "many", topics=topics)
+    ids_by_queue: dict[tuple[str, int], list[str]] = {}
+    for n in range(topics * QUEUES + 8192):
+        # writer w's k-th message is the (k * writers + w)-th overall
+        w, k = n % 4, n // 4
+        msg_id = f"many-w{w}-n{k}"
+        if msg_id in acked:
+            ids_by_queue.setdefault((spread_topic(n, topics), n % QUEUES), []).append(msg_id)
+    assert len(ids_by_queue) == topics * QUEUES
+
+    async def check() -> None:
+        store = await MessageStore.open(writer_config(root))
+        try:
+            assert len(store.queues) >= topics * QUEUES
+            for (topic, queue_id), ids in ids_by_queue.items():
+                got = store.get_messages(topic, queue_id, 0, 10).messages
+                assert [m.msg_id for m in got[: len(ids)]] == ids, (topic, queue_id)
+                assert [m.queue_offset for m in got] == list(range(len(got)))
+        finally:
+            await store.close()
+        files = list((root / "consumequeue").iterdir())
+        assert len(files) <= 3, files  # the database, its log and shared memory
 
     asyncio.run(check())

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 from rocketcluster.broker.store import MessageStore
+from rocketcluster.broker.store.consumequeue import DATABASE_NAME
 
 from .conftest import message, small_config
 
@@ -104,15 +106,27 @@ async def test_lost_consume_queues_are_rebuilt_from_the_commit_log(store_dir: Pa
 
 async def test_inconsistent_consume_queue_is_quarantined_and_rebuilt(store_dir: Path) -> None:
     await write_some(store_dir)
-    cq_file = sorted((store_dir / "consumequeue" / "orders" / "1").iterdir())[0]
-    data = bytearray(cq_file.read_bytes())
+    db = sqlite3.connect(store_dir / "consumequeue" / DATABASE_NAME)
+    (qid,) = db.execute("SELECT qid FROM queues WHERE topic = 'orders' AND queue_id = 1").fetchone()
+    blocks = db.execute(
+        "SELECT block, first, units FROM blocks WHERE qid = ? ORDER BY block", (qid,)
+    ).fetchall()
+    data = bytearray(b"".join(units for _, _, units in blocks))
     entry = [int.from_bytes(data[k * 20 : k * 20 + 8], "big") for k in range(16)]
     # Recovery is told derived data is good up to entry 8; entries 3..7 are damaged so
     # that they point past it: re-dispatch finds a gap, and must rebuild every queue.
     boundary = entry[8]
     for k in range(3, 8):
         data[k * 20 : k * 20 + 8] = (boundary + 1).to_bytes(8, "big")
-    cq_file.write_bytes(bytes(data))
+    at = 0
+    with db:
+        for block, _, units in blocks:  # the same blocks, damaged
+            db.execute(
+                "UPDATE blocks SET units = ? WHERE qid = ? AND block = ?",
+                (bytes(data[at : at + len(units)]), qid, block),
+            )
+            at += len(units)
+    db.close()
     checkpoint = json.loads((store_dir / "checkpoint").read_text())
     checkpoint["logics_flushed"] = checkpoint["commitlog_flushed"] = boundary
     (store_dir / "checkpoint").write_text(json.dumps(checkpoint))

@@ -1,8 +1,9 @@
 """A writer process for crash demos and tests: sync-flush puts from several tasks,
 printing ``ACK <msg id> <end offset>`` after each acknowledged put.
 
-Run as ``python -m rocketcluster.ctl.store_writer DIR WRITERS BATCH RUN``; it writes
-until it is killed (that is the point).
+Run as ``python -m rocketcluster.ctl.store_writer DIR WRITERS BATCH RUN [TOPICS]``;
+it writes until it is killed (that is the point). With TOPICS, messages go round
+TOPICS topics of QUEUES queues each (``crash-<n>``): a store of many queues.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def writer_config(root: Path) -> StoreConfig:
         segment_size=64 * 1024,
         max_message_bytes=4096,
         max_properties_bytes=512,
-        cq_entries_per_file=64,
+        cq_block_entries=4,
         index_entries_per_table=4096,
         index_map_size=64 << 20,
         flush=FlushMode.SYNC,
@@ -35,17 +36,24 @@ def writer_config(root: Path) -> StoreConfig:
     )
 
 
-async def run(root: Path, writers: int, batch: int, run_tag: str) -> None:
+def spread_topic(n: int, topics: int) -> str:
+    """The topic message ``n`` goes to when a writer spreads over ``topics`` topics."""
+    return f"{TOPIC}-{(n // QUEUES) % topics}"
+
+
+async def run(root: Path, writers: int, batch: int, run_tag: str, topics: int = 0) -> None:
     store = await MessageStore.open(writer_config(root))
     print("READY", flush=True)
 
     async def writer(w: int) -> None:
         n = 0
         while True:
+            # Spread: the writers' messages in turn, g-th overall, round every queue.
+            places = [(n + k) * writers + w for k in range(batch)]
             msgs = [
                 MessageToStore.build(
-                    TOPIC,
-                    (w + k) % QUEUES,
+                    spread_topic(places[k], topics) if topics else TOPIC,
+                    places[k] % QUEUES if topics else (w + k) % QUEUES,
                     f"{run_tag}-w{w}-n{n + k}".encode() * 20,
                     keys=(f"writer-{w}",),
                     msg_id=f"{run_tag}-w{w}-n{n + k}",
@@ -66,7 +74,7 @@ async def run(root: Path, writers: int, batch: int, run_tag: str) -> None:
 
 
 def write_then_kill(
-    root: Path, acks_before_kill: int, writers: int, batch: int, run_tag: str
+    root: Path, acks_before_kill: int, writers: int, batch: int, run_tag: str, topics: int = 0
 ) -> tuple[dict[str, int], float]:
     """Start a writer process, SIGKILL it after ``acks_before_kill`` acks.
 
@@ -74,7 +82,16 @@ def write_then_kill(
     already in the pipe at the kill count too) and the seconds spent writing.
     """
     proc = subprocess.Popen(
-        [sys.executable, "-m", __name__, str(root), str(writers), str(batch), run_tag],
+        [
+            sys.executable,
+            "-m",
+            __name__,
+            str(root),
+            str(writers),
+            str(batch),
+            run_tag,
+            *([str(topics)] if topics else []),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -106,9 +123,10 @@ def write_then_kill(
 
 
 def main() -> None:
-    if len(sys.argv) != 5:
-        sys.exit("usage: python -m rocketcluster.ctl.store_writer DIR WRITERS BATCH RUN")
-    asyncio.run(run(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
+    if len(sys.argv) not in (5, 6):
+        sys.exit("usage: python -m rocketcluster.ctl.store_writer DIR WRITERS BATCH RUN [TOPICS]")
+    topics = int(sys.argv[5]) if len(sys.argv) == 6 else 0
+    asyncio.run(run(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], topics))
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def small_store_config(root: Path, **overrides: Any) -> StoreConfig:
         "segment_size": 8192,
         "max_message_bytes": 2048,
         "max_properties_bytes": 512,
-        "cq_entries_per_file": 16,
+        "cq_block_entries": 4,
         "index_entries_per_table": 64,
         "index_map_size": 64 << 20,
         "flush": FlushMode.SYNC,

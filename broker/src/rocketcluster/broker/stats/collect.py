@@ -29,8 +29,7 @@ from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.stats.reads import ReadRecorder
 from rocketcluster.broker.stats.segments import ShareRow
 from rocketcluster.broker.store import CommitLog, StoreError
-from rocketcluster.broker.store.consumequeue import ConsumeQueue
-from rocketcluster.broker.store.dispatch import ConsumeQueueTable
+from rocketcluster.broker.store.consumequeue import ConsumeQueue, ConsumeQueueTable
 
 StateKey = tuple[str, str, int]  # consumer group, topic, queue id
 

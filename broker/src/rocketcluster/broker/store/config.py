@@ -40,7 +40,9 @@ class StoreConfig(BaseModel):
     # Writes are refused (DISK_FULL) while the disk is fuller than this ratio.
     disk_full_ratio: float = Field(default=0.95, gt=0, le=1)
     retention_interval_ms: int = Field(default=10_000, ge=10)
-    cq_entries_per_file: int = Field(default=300_000, ge=16)
+    # Consume-queue entries per stored block (consumequeue.py): a busy queue writes a
+    # row of the database per block.
+    cq_block_entries: int = Field(default=64, ge=1, le=4096)
     checkpoint_interval_ms: int = Field(default=1000, ge=10)
     index_map_size: int = Field(default=64 << 30, ge=MIB)
     index_entries_per_table: int = Field(default=4_000_000, ge=16)

@@ -1,92 +1,23 @@
 """Dispatch: turn appended records into consume-queue entries and index entries.
 
 Records are dispatched in commit-log order and only up to the dispatch limit (the
-confirm offset: what consumers may see). ``ConsumeQueueTable`` owns every consume
-queue of the store.
+confirm offset: what consumers may see). ``ConsumeQueueTable``
+(``consumequeue``) owns every consume queue of the store.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
-from rocketcluster.api.names import path_component_problem, topic_name_problem
 from rocketcluster.broker.store.commitlog import AppendedRecord
-from rocketcluster.broker.store.consumequeue import ConsumeQueue
+from rocketcluster.broker.store.consumequeue import ConsumeQueueTable
 from rocketcluster.broker.store.dispatch_batch import DispatchBatch, IndexColumns, LandedRun
-from rocketcluster.broker.store.errors import InvalidNameError
 from rocketcluster.broker.store.index import IndexService
 from rocketcluster.broker.store.record import DispatchRequest, MessageToStore
 
 log = logging.getLogger(__name__)
-
-
-class ConsumeQueueTable:
-    """All consume queues, under ``<root>/<topic>/<queue id>/``."""
-
-    def __init__(self, root: Path, entries_per_file: int) -> None:
-        self.root = root
-        self.entries_per_file = entries_per_file
-        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
-
-    def load(self) -> list[tuple[Path, str]]:
-        """Open every queue; returns (path, reason) for what must be quarantined."""
-        rejected: list[tuple[Path, str]] = []
-        if not self.root.exists():
-            return rejected
-        for topic_dir in sorted(self.root.iterdir()):
-            if not topic_dir.is_dir() or topic_name_problem(topic_dir.name):
-                rejected.append((topic_dir, "not a topic directory"))
-                continue
-            for queue_dir in sorted(topic_dir.iterdir()):
-                if not queue_dir.is_dir() or not queue_dir.name.isdigit():
-                    rejected.append((queue_dir, "not a queue directory"))
-                    continue
-                cq = ConsumeQueue(
-                    queue_dir, topic_dir.name, int(queue_dir.name), self.entries_per_file
-                )
-                rejected.extend((p, "consume queue file out of sequence") for p in cq.load())
-                self._queues[(cq.topic, cq.queue_id)] = cq
-        return rejected
-
-    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        return self._queues.get((topic, queue_id))
-
-    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
-        cq = self._queues.get((topic, queue_id))
-        if cq is None:
-            # The last line of defence where a topic becomes a directory: every entry
-            # validates names, so this never triggers unless one of them was bypassed.
-            problem = path_component_problem(topic)
-            if problem:
-                raise InvalidNameError("topic", topic, f"not a safe directory name: {problem}")
-            cq = ConsumeQueue(
-                self.root / topic / str(queue_id), topic, queue_id, self.entries_per_file
-            )
-            self._queues[(topic, queue_id)] = cq
-        return cq
-
-    def __iter__(self) -> Iterator[ConsumeQueue]:
-        return iter(list(self._queues.values()))
-
-    def __len__(self) -> int:
-        return len(self._queues)
-
-    def queues_of(self, topic: str) -> list[ConsumeQueue]:
-        return [cq for (t, _), cq in self._queues.items() if t == topic]
-
-    def clear(self) -> None:
-        self._queues.clear()
-
-    def remove_topic(self, topic: str) -> None:
-        for key in [k for k in self._queues if k[0] == topic]:
-            self._queues.pop(key).destroy()
-
-    def close(self) -> None:
-        for cq in self._queues.values():
-            cq.close()
 
 
 class Dispatcher:

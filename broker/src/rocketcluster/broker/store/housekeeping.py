@@ -17,7 +17,7 @@ from typing import Protocol
 from rocketcluster.api.tasks import cancel_and_wait
 from rocketcluster.broker.store.commitlog import CommitLog
 from rocketcluster.broker.store.config import StoreConfig
-from rocketcluster.broker.store.dispatch import ConsumeQueueTable
+from rocketcluster.broker.store.consumequeue import ConsumeQueueTable
 from rocketcluster.broker.store.index import IndexService
 from rocketcluster.broker.store.metadata import MetadataStore
 from rocketcluster.broker.store.retention import RetentionDecision, SegmentInfo, plan_retention
@@ -100,12 +100,10 @@ class Housekeeping:
 
     async def checkpoint(self) -> None:
         store = self._store
-        queues = list(store.queues)
         covered = min(store.dispatched_offset, store.index.indexed_offset)
 
         def flush() -> None:
-            for cq in queues:
-                cq.flush()
+            store.queues.flush()
             store.index.sync()
 
         await asyncio.to_thread(flush)
@@ -149,8 +147,7 @@ class Housekeeping:
             self.deleted_segments += len(removed)
             self.deleted_bytes += sum(seg.size for seg in removed)
             new_min = clog.min_offset
-            for cq in store.queues:
-                cq.delete_before_physical(new_min)
+            store.queues.delete_before_physical(new_min)
             tiered = None if tier is None else tier.lowest_physical()
             store.index.drop_tables_below(new_min if tiered is None else min(new_min, tiered))
             store.refresh_disk_usage()

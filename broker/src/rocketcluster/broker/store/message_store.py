@@ -22,7 +22,8 @@ from rocketcluster.api.names import topic_name_problem
 from rocketcluster.broker.store.checkpoint import StoreCheckpoint
 from rocketcluster.broker.store.commitlog import AppendedRecord, CommitLog
 from rocketcluster.broker.store.config import FlushMode, StoreConfig
-from rocketcluster.broker.store.dispatch import ConsumeQueueTable, Dispatcher
+from rocketcluster.broker.store.consumequeue import ConsumeQueueTable
+from rocketcluster.broker.store.dispatch import Dispatcher
 from rocketcluster.broker.store.errors import (
     DiskFullError,
     GetStatus,
@@ -564,8 +565,7 @@ class MessageStore:
     def _flush_logics(self) -> int:
         """Flush consume queues and the index; returns the offset they cover."""
         covered = self._dispatcher.dispatched_offset
-        for cq in self.queues:
-            cq.flush()
+        self.queues.flush()
         self.index.stop()  # drains the writer's queue
         self.index.sync()
         return min(covered, self.index.indexed_offset)

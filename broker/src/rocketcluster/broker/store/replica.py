@@ -10,8 +10,6 @@ only up to the confirm offset the master sends.
 
 from __future__ import annotations
 
-import shutil
-
 from rocketcluster.broker.store.errors import StoreError
 from rocketcluster.broker.store.message_store import MessageStore
 from rocketcluster.broker.store.record import DispatchRequest
@@ -55,8 +53,7 @@ def truncate_to(store: MessageStore, offset: int) -> None:
     store.dispatcher.drop_from(offset)
     for seg in clog.truncate(offset):
         seg.path.unlink(missing_ok=True)
-    for cq in store.queues:
-        cq.truncate_from_physical(offset)
+    store.queues.truncate_from_physical(offset)
     _rebuild_queue_offsets(store)
     confirm = store.confirm_offset
     if confirm is not None and confirm > offset:
@@ -71,10 +68,7 @@ def reset_to(store: MessageStore, start: int) -> None:
     for seg in clog.truncate(clog.min_offset):
         seg.path.unlink(missing_ok=True)
     clog.set_empty_start(start)
-    for cq in list(store.queues):
-        cq.destroy()
-    store.queues.clear()
-    shutil.rmtree(store.config.consumequeue_dir, ignore_errors=True)
+    store.queues.reset()
     clog.queue_offsets = {}
     store.set_confirm_offset(start)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from dataclasses import dataclass
 
 import lmdb
@@ -22,7 +23,7 @@ import lmdb
 from rocketcluster.broker.store.checkpoint import StoreCheckpoint
 from rocketcluster.broker.store.commitlog import CommitLog
 from rocketcluster.broker.store.config import StoreConfig
-from rocketcluster.broker.store.dispatch import ConsumeQueueTable
+from rocketcluster.broker.store.consumequeue import DATABASE_NAME, ConsumeQueueTable
 from rocketcluster.broker.store.errors import StoreError
 from rocketcluster.broker.store.index import IndexRequest, IndexService
 from rocketcluster.broker.store.recovery import (
@@ -34,7 +35,9 @@ from rocketcluster.broker.store.recovery import (
 
 log = logging.getLogger(__name__)
 
-REDISPATCH_BATCH = 4096
+REDISPATCH_BATCH = 4096  # index entries handed to the index at once
+FLUSH_EVERY = 65_536  # re-dispatched records between two consume-queue flushes
+PROGRESS_EVERY_S = 5.0
 
 
 @dataclass(slots=True)
@@ -98,18 +101,26 @@ def _recover_derived(
     *,
     full: bool,
 ) -> tuple[ConsumeQueueTable, IndexService]:
-    queues = ConsumeQueueTable(cfg.consumequeue_dir, cfg.cq_entries_per_file)
-    cq_missing = not cfg.consumequeue_dir.exists() or not any(cfg.consumequeue_dir.iterdir())
-    for path, reason in queues.load():
-        report.quarantine(path, cfg.quarantine_dir, reason)
+    queues = ConsumeQueueTable(cfg.consumequeue_dir, cfg.cq_block_entries)
+    legacy = queues.legacy_directories()
+    if legacy:
+        # A store written before the consume-queue database: a preallocated file per
+        # queue. Derived data: deleted (that frees their disk) and rebuilt from the log.
+        report.warnings.append(
+            f"consume queues in the old layout ({len(legacy)} topic directories, a file "
+            "per queue): removed, rebuilt from the commit log"
+        )
+        for path in legacy:
+            shutil.rmtree(path, ignore_errors=True)
+    cq_missing = bool(legacy) or not (cfg.consumequeue_dir / DATABASE_NAME).exists()
+    queues.load()
     start, end = commitlog.min_offset, commitlog.write_offset
     if full or checkpoint is None or cq_missing:
         redo_from = start
     else:
         redo_from = max(start, min(checkpoint.logics_flushed, end))
-    for cq in queues:
-        cq.truncate_from_physical(redo_from)
-        cq.delete_before_physical(start)
+    queues.truncate_from_physical(redo_from)
+    queues.delete_before_physical(start)
     index, index_fresh = _open_index(cfg, report)
     index_from = start if index_fresh else redo_from
     report.index_rebuilt = report.index_rebuilt or (index_fresh and end > start)
@@ -138,8 +149,21 @@ def _redispatch(
     count = 0
     batch: list[IndexRequest] = []
     offsets = commitlog.queue_offsets
+    total = commitlog.write_offset - redo_from
+    said = time.monotonic()
     for msg in commitlog.iter_records(scan_from):
         if msg.physical_offset >= redo_from:
+            if count % FLUSH_EVERY == 0 and count:
+                queues.flush()  # memory stays bounded however long the log
+                if time.monotonic() - said >= PROGRESS_EVERY_S:
+                    said = time.monotonic()
+                    done = msg.physical_offset - redo_from
+                    log.info(
+                        "recovery: %d records re-dispatched, %.0f%% of %.1f MB",
+                        count,
+                        100 * done / max(total, 1),
+                        total / 1e6,
+                    )
             cq = queues.get_or_create(msg.topic, msg.queue_id)
             try:
                 cq.put(msg.queue_offset, msg.physical_offset, msg.size, msg.tags_code)
