@@ -26,6 +26,12 @@ def reopen(t: ConsumeQueueTable, tmp_path: Path) -> ConsumeQueueTable:
     return table(tmp_path)
 
 
+def fill(cq: ConsumeQueue, start: int, stop: int) -> None:
+    """Entries [start, stop), entry i pointing at commit-log offset i * 100."""
+    for i in range(start, stop):
+        cq.put(i, i * 100, 90, 0)
+
+
 def queue(t: ConsumeQueueTable, topic: str = "t", queue_id: int = 0) -> ConsumeQueue:
     cq = t.get(topic, queue_id)
     assert cq is not None, f"no queue {topic}/{queue_id}"
@@ -60,11 +66,9 @@ def test_put_get_flush_reload_across_blocks(tmp_path: Path) -> None:
 def test_unflushed_entries_are_lost_on_a_crash_and_the_rest_kept(tmp_path: Path) -> None:
     t = table(tmp_path)
     cq = t.get_or_create("t", 0)
-    for i in range(10):
-        cq.put(i, i * 100, 90, 0)
+    fill(cq, 0, 10)
     t.flush()
-    for i in range(10, 13):
-        cq.put(i, i * 100, 90, 0)
+    fill(cq, 10, 13)
     # no flush: what a kill -9 leaves; the recovery re-dispatches from the log
     again = reopen(t, tmp_path)
     cq = queue(again)
@@ -107,8 +111,7 @@ def test_replayed_put_is_idempotent_and_conflicts_refused(tmp_path: Path) -> Non
 def test_truncate_and_retention_by_commit_log_offset(tmp_path: Path) -> None:
     t = table(tmp_path)
     cq = t.get_or_create("t", 0)
-    for i in range(30):
-        cq.put(i, i * 100, 90, 0)
+    fill(cq, 0, 30)
     t.flush()
     t.truncate_from_physical(2050)  # entries pointing at or after 2050 go
     assert cq.max_index == 21
@@ -128,11 +131,9 @@ def test_truncate_and_retention_by_commit_log_offset(tmp_path: Path) -> None:
 def test_truncation_of_unflushed_entries_and_a_flush_after_it(tmp_path: Path) -> None:
     t = table(tmp_path)
     cq = t.get_or_create("t", 0)
-    for i in range(5):
-        cq.put(i, i * 100, 90, 0)
+    fill(cq, 0, 5)
     t.flush()
-    for i in range(5, 12):
-        cq.put(i, i * 100, 90, 0)
+    fill(cq, 5, 12)
     t.truncate_from_physical(300)  # cuts flushed and unflushed entries alike
     assert cq.max_index == 3
     for i in range(3, 10):
@@ -163,8 +164,7 @@ def test_a_queue_cut_to_nothing_keeps_its_place_across_a_restart(tmp_path: Path)
 def test_retention_keeps_the_last_block_so_a_queue_keeps_its_place(tmp_path: Path) -> None:
     t = table(tmp_path)
     cq = t.get_or_create("t", 0)
-    for i in range(10):
-        cq.put(i, i * 100, 90, 0)
+    fill(cq, 0, 10)
     t.flush()
     t.delete_before_physical(10_000)  # everything is below
     assert cq.min_index == cq.max_index == 10
@@ -224,8 +224,7 @@ def test_a_failed_flush_keeps_everything_for_the_next(tmp_path: Path) -> None:
 def test_retention_reaches_entries_not_flushed_yet(tmp_path: Path) -> None:
     t = table(tmp_path)
     cq = t.get_or_create("t", 0)
-    for i in range(10):
-        cq.put(i, i * 100, 90, 0)
+    fill(cq, 0, 10)
     t.delete_before_physical(450)  # before any flush: all of it is in memory
     assert (cq.min_index, cq.max_index) == (5, 10)
     assert cq.get(4) is None and cq.get(5) == (500, 90, 0)
