@@ -159,6 +159,7 @@ bench: setup debs
 	$(RUN) rocketctl bench switchover --out bench/results
 	$(RUN) rocketctl bench security --out bench/results
 	$(RUN) rocketctl bench spark --out bench/results
+	$(RUN) rocketctl bench scale --out bench/results
 
 # The container images (images/README.md): a Debian base made with mmdebstrap, the
 # locked wheels fetched on the host, `buildah bud` offline; cached when nothing changed.

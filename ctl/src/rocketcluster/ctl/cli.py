@@ -351,6 +351,35 @@ def bench_security(out_dir: Path, seconds: float, reps: int, work_dir: Path) -> 
     click.echo(f"results: {path}")
 
 
+@bench.command("scale")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option(
+    "--sizes",
+    default="8,1000,10000,100000",
+    show_default=True,
+    help="queue counts, comma-separated (8 queues a topic; the smallest is the baseline)",
+)
+@click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/scale"))
+def bench_scale(out_dir: Path, sizes: str, work_dir: Path) -> None:
+    """What queues cost a broker: disk, RSS, fds, restart and send latency with few
+    queues and with many, one message in each (the goals of issue #27 judged)."""
+    from rocketcluster.ctl.bench.scale_bench import run_scale_bench, table_rows
+
+    try:
+        counts = tuple(int(s) for s in sizes.split(",") if s.strip())
+        result = run_scale_bench(work_dir, counts, progress=click.echo)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sizes") from exc
+    path = write_results(out_dir, "scale", result)
+    rows = table_rows(result)
+    click.echo(format_table(rows, list(rows[0])))
+    click.echo(
+        "disk_mb: the store on disk; counted_mb: with the commit log counted for its data "
+        "(its segments are preallocated); rss_mb, fds, recovery_s: after the restart"
+    )
+    click.echo(f"results: {path}")
+
+
 @bench.command("spark")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
 @click.option("--rows", type=int, default=1_000_000, show_default=True, help="snapshot rows")

@@ -302,6 +302,10 @@ class ConsumeQueue:
         # A queue that never held an entry may start anywhere (a slave that starts
         # copying its master mid-stream).
         self._started = started or max_index > min_index
+        # The first and the last entry, as (index, unit), once read: the stats read
+        # them for every queue every snapshot, and each would be a query.
+        self._head: tuple[int, bytes] | None = None
+        self._last: tuple[int, bytes] | None = None
 
     # -- writing ---------------------------------------------------------------------
 
@@ -336,6 +340,7 @@ class ConsumeQueue:
         table = self._table
         with table.tail_lock:
             self._tail += units[0] if len(units) == 1 else b"".join(units)
+            self._last = (index + len(units) - 1, units[-1])
             self.max_index = index + len(units)
             self._started = True
             table.dirty[self.qid] = self
@@ -343,8 +348,17 @@ class ConsumeQueue:
     # -- reading ---------------------------------------------------------------------
 
     def get(self, index: int) -> CqEntry | None:
+        for known in (self._last, self._head):
+            if known is not None and known[0] == index and self.min_index <= index < self.max_index:
+                return CqEntry._make(CQ_UNIT.unpack(known[1]))
         raw = self.raw_entries(index, 1)
-        return CqEntry._make(CQ_UNIT.unpack(raw)) if raw else None
+        if not raw:
+            return None
+        if index == self.max_index - 1:
+            self._last = (index, raw)
+        elif index == self.min_index:
+            self._head = (index, raw)
+        return CqEntry._make(CQ_UNIT.unpack(raw))
 
     def entries(self, index: int, count: int) -> list[CqEntry]:
         """Up to ``count`` entries from ``index``."""
@@ -403,6 +417,7 @@ class ConsumeQueue:
                     self._tail.clear()
                     self._tail_first = new_max
                 self._generation += 1
+                self._head = self._last = None
                 self.max_index = new_max
                 self.min_index = min(self.min_index, new_max)
             table.database.truncate(self.qid, new_max)
@@ -415,6 +430,7 @@ class ConsumeQueue:
             return 0
         with self._table.tail_lock:
             self.min_index = new_min
+            self._head = None
         new_min = min(new_min, self._tail_first)  # the database holds what is flushed
         with self._table.database.write_lock:
             return self._table.database.drop_before(self.qid, new_min)

@@ -1,0 +1,56 @@
+"""The scale benchmark, tiny: every size runs a real broker through its topics, both
+clients' sends and a restart, and every measure is there and plausible. Behaviour,
+not speed: the goals are judged by the benchmark, not asserted here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rocketcluster.ctl.bench.scale_bench import run_scale_bench
+from rocketcluster.ctl.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_scale_bench_writes_every_measure_per_size(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    args = ["bench", "scale", "--sizes", "8,64", "--out", str(out), "--work-dir", str(tmp_path)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    [path] = list(out.glob("scale-*.json"))
+    data = json.loads(path.read_text())
+    base, row = data["sizes"]
+    assert (base["queues"], row["queues"]) == (8, 64)
+    assert row["topics"] == 8
+    for size in (base, row):
+        assert size["data_bytes"] > size["queues"] * 2 * 512  # both clients' messages
+        for at in ("before_sends", "after_sends", "after_restart"):
+            assert size[at]["disk_bytes"] > 0 and size[at]["rss_bytes"] > 0
+            assert size[at]["fds"] > 0
+        assert size["after_sends"]["commitlog_bytes"] > 0
+        for client in ("lean", "official"):
+            assert 0 < size[client]["p50_ms"] <= size[client]["p99_ms"] <= size[client]["max_ms"]
+        assert size["recovery_s"] >= 0 and size["ready_after_restart_s"] > 0
+    assert base["goals_met"] == {}  # the baseline
+    assert set(row["goals_met"]) == {
+        "disk",
+        "rss",
+        "recovery",
+        "fds",
+        "lean_p99",
+        "lean_max",
+        "official_p99",
+        "official_max",
+    }
+    assert "baseline" in result.output and "counted_mb" in result.output
+
+
+def test_sizes_below_one_topic_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="at least 8 queues"):
+        run_scale_bench(tmp_path, (4,))
+    result = CliRunner().invoke(main, ["bench", "scale", "--sizes", "8,many"])
+    assert result.exit_code == 2 and "--sizes" in result.output
