@@ -232,3 +232,14 @@ def test_retention_reaches_entries_not_flushed_yet(tmp_path: Path) -> None:
     again = reopen(t, tmp_path)
     again.delete_before_physical(450)  # what recovery does with the log's start
     assert (queue(again).min_index, queue(again).max_index) == (5, 10)
+
+
+def test_a_database_keeps_the_block_size_it_was_made_with(tmp_path: Path) -> None:
+    t = table(tmp_path)
+    fill(t.get_or_create("t", 0), 0, 20)
+    t.flush()
+    t.close()
+    other = ConsumeQueueTable(tmp_path / "cq", 64)  # a later configuration
+    other.load()
+    assert other.database.block_entries == BLOCK
+    assert [e.physical_offset for e in queue(other).entries(0, 20)] == [i * 100 for i in range(20)]

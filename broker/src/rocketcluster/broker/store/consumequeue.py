@@ -114,12 +114,18 @@ class QueueDatabase:
         if block_entries < 1:
             raise ValueError(f"block_entries must be at least 1, not {block_entries}")
         self.path = path
-        self.block_entries = block_entries
         path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = self._connect()
         with self._writer:
             for statement in _SCHEMA:
                 self._writer.execute(statement)
+        # Block numbers are index // block_entries: a database keeps the size it was
+        # made with (in user_version), whatever a later configuration says.
+        stored = int(self._writer.execute("PRAGMA user_version").fetchone()[0])
+        if stored == 0:
+            self._writer.execute(f"PRAGMA user_version = {int(block_entries)}")
+            stored = block_entries
+        self.block_entries = stored
         self._reader = self._connect()
         self.write_lock = threading.Lock()
         self._read_lock = threading.Lock()
