@@ -44,9 +44,6 @@ from rocketcluster.broker.store.errors import DiskFullError, InvalidNameError, S
 
 CQ_UNIT: Final = struct.Struct(">QIQ")
 CQ_UNIT_SIZE: Final = CQ_UNIT.size  # 20
-# Size of a placeholder entry, kept for readers of stores written before the database:
-# a queue that started mid-file filled the slots before its first entry with these.
-BLANK_ENTRY_SIZE: Final = 0xFFFFFFFF
 DATABASE_NAME: Final = "consumequeue.db"
 DEFAULT_BLOCK_ENTRIES: Final = 64
 
@@ -87,6 +84,18 @@ class _Bounds(NamedTuple):
     last_unit: bytes | None
 
 
+# (topic, queue id) -> commit-log offsets of the first and last flushed entry.
+Edges = dict[tuple[str, int], tuple[int, int]]
+
+
+def _edges(rows: list[_Bounds]) -> Edges:
+    return {
+        (b.topic, b.queue_id): (CQ_UNIT.unpack(b.first_unit)[0], CQ_UNIT.unpack(b.last_unit)[0])
+        for b in rows
+        if b.first_unit and b.last_unit
+    }
+
+
 class CqEntry(NamedTuple):
     physical_offset: int
     size: int
@@ -104,7 +113,6 @@ class _Tail:
     cq: ConsumeQueue
     first: int
     units: bytes
-    generation: int
 
 
 class QueueDatabase:
@@ -147,11 +155,6 @@ class QueueDatabase:
         entries."""
         with self._read_lock:
             return [_Bounds._make(row) for row in self._reader.execute(_BOUNDS)]
-
-    def max_qid(self) -> int:
-        with self._read_lock:
-            row = self._reader.execute("SELECT max(qid) FROM queues").fetchone()
-        return int(row[0] or 0)
 
     def read(self, qid: int, start: int, end: int) -> bytes:
         """The flushed entries [start, end) of queue ``qid`` (fewer where it has none)."""
@@ -253,18 +256,9 @@ class QueueDatabase:
             conn.execute("DELETE FROM queues WHERE qid = ?", (qid,))
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            if _full(exc):
-                raise DiskFullError(str(self.path), 0, ": consume queues") from exc
-            raise StoreError(f"consume-queue database {self.path}: {exc}") from exc
-
-    @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         conn = self._writer
-        with self._writing():
+        try:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -272,6 +266,10 @@ class QueueDatabase:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if _full(exc):
+                raise DiskFullError(str(self.path), 0, ": consume queues") from exc
+            raise StoreError(f"consume-queue database {self.path}: {exc}") from exc
 
     def close(self) -> None:
         for conn in (self._reader, self._writer):
@@ -302,9 +300,6 @@ class ConsumeQueue:
         self.max_index = max_index
         self._tail = bytearray()
         self._tail_first = max_index
-        # Bumped when entries are dropped: a flush that took the tail before must not
-        # write it.
-        self._generation = 0
         # A queue that never held an entry may start anywhere (a slave that starts
         # copying its master mid-stream).
         self._started = started or max_index > min_index
@@ -399,9 +394,7 @@ class ConsumeQueue:
         while lo < hi:
             mid = (lo + hi) // 2
             entry = self.get(mid)
-            if entry is not None and (
-                entry.size == BLANK_ENTRY_SIZE or entry.physical_offset < physical_offset
-            ):
+            if entry is not None and entry.physical_offset < physical_offset:
                 lo = mid + 1
             else:
                 hi = mid
@@ -422,7 +415,6 @@ class ConsumeQueue:
                 else:
                     self._tail.clear()
                     self._tail_first = new_max
-                self._generation += 1
                 self._head = self._last = None
                 self.max_index = new_max
                 self.min_index = min(self.min_index, new_max)
@@ -447,14 +439,12 @@ class ConsumeQueue:
         with self._table.tail_lock:
             if not self._tail:
                 return None
-            return _Tail(self, self._tail_first, bytes(self._tail), self._generation)
+            return _Tail(self, self._tail_first, bytes(self._tail))
 
     def flushed(self, tail: _Tail) -> None:
-        """``tail`` is in the database: drop it from memory (unless entries were dropped
-        meanwhile, which the write lock rules out; kept as a guard)."""
+        """``tail`` is in the database: drop it from memory. Entries are dropped only
+        under the write lock the flush holds, so the tail still starts there."""
         with self._table.tail_lock:
-            if tail.generation != self._generation or tail.first != self._tail_first:
-                return
             count = len(tail.units) // CQ_UNIT_SIZE
             del self._tail[: len(tail.units)]
             self._tail_first += count
@@ -478,14 +468,6 @@ class ConsumeQueue:
     @property
     def unflushed(self) -> int:
         return len(self._tail) // CQ_UNIT_SIZE
-
-    def flush(self) -> None:
-        """Flush every queue of the table (a queue alone is never flushed: one
-        transaction for all is what keeps the checkpoint cheap)."""
-        self._table.flush()
-
-    def close(self) -> None:
-        """Queues are closed with their table."""
 
     def destroy(self) -> None:
         self._table.forget(self)
@@ -519,28 +501,24 @@ class ConsumeQueueTable:
             return []
         return sorted(p for p in self.root.iterdir() if p.is_dir())
 
-    def load(self) -> None:
-        """Open every queue: one query, nothing read or mapped per queue."""
-        database = self.database
-        for b in database.bounds():
+    def load(self) -> Edges:
+        """Open every queue: one query, nothing read or mapped per queue. Returns
+        their edges (see ``edges``), read by the same query, for the recovery."""
+        rows = self.database.bounds()
+        for b in rows:
             low = b.empty_at if b.min_index is None else b.min_index
             high = b.empty_at if b.max_index is None else b.max_index
             self._queues[(b.topic, b.queue_id)] = ConsumeQueue(
                 self, b.qid, b.topic, b.queue_id, low, high, started=b.empty_at > 0
             )
-        self._next_qid = database.max_qid() + 1
+        self._next_qid = max((b.qid for b in rows), default=0) + 1
+        return _edges(rows)
 
-    def edges(self) -> dict[tuple[str, int], tuple[int, int]]:
+    def edges(self) -> Edges:
         """Commit-log offsets of the first and last flushed entry of each queue that
-        has any: recovery cuts only the queues whose edges cross its offsets."""
-        out: dict[tuple[str, int], tuple[int, int]] = {}
-        for b in self.database.bounds():
-            if b.first_unit and b.last_unit:
-                out[(b.topic, b.queue_id)] = (
-                    CQ_UNIT.unpack(b.first_unit)[0],
-                    CQ_UNIT.unpack(b.last_unit)[0],
-                )
-        return out
+        has any: recovery and retention touch only the queues whose edges cross their
+        offsets."""
+        return _edges(self.database.bounds())
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self._queues.get((topic, queue_id))
@@ -595,10 +573,10 @@ class ConsumeQueueTable:
                 t.cq.flushed(t)
         return sum(len(t.units) for t in tails) // CQ_UNIT_SIZE
 
-    def truncate_from_physical(self, physical_offset: int) -> None:
+    def truncate_from_physical(self, physical_offset: int, edges: Edges | None = None) -> None:
         """Every queue: drop the entries at or after ``physical_offset``. Only queues
-        whose last entry is there are touched (one query finds them)."""
-        edges = self.edges()
+        whose last entry is there are touched (``edges``, or one query, finds them)."""
+        edges = self.edges() if edges is None else edges
         for cq in self:
             last = cq.last_unflushed_offset()
             if last is None:
@@ -606,10 +584,10 @@ class ConsumeQueueTable:
             if last >= physical_offset:
                 cq.truncate_from_physical(physical_offset)
 
-    def delete_before_physical(self, min_physical: int) -> int:
+    def delete_before_physical(self, min_physical: int, edges: Edges | None = None) -> int:
         """Every queue: forget the entries below ``min_physical`` (retention). Only
         queues whose first entry is below it are touched. Blocks deleted."""
-        edges = self.edges()
+        edges = self.edges() if edges is None else edges
         removed = 0
         for cq in self:
             if cq.min_index >= cq.max_index:

@@ -113,14 +113,16 @@ def _recover_derived(
         for path in legacy:
             shutil.rmtree(path, ignore_errors=True)
     cq_missing = bool(legacy) or not (cfg.consumequeue_dir / DATABASE_NAME).exists()
-    queues.load()
+    edges = queues.load()
     start, end = commitlog.min_offset, commitlog.write_offset
     if full or checkpoint is None or cq_missing:
         redo_from = start
     else:
         redo_from = max(start, min(checkpoint.logics_flushed, end))
-    queues.truncate_from_physical(redo_from)
-    queues.delete_before_physical(start)
+    # The edges read at load serve both: a cut queue keeps its first entry, or
+    # holds nothing and is skipped by the retention.
+    queues.truncate_from_physical(redo_from, edges)
+    queues.delete_before_physical(start, edges)
     index, index_fresh = _open_index(cfg, report)
     index_from = start if index_fresh else redo_from
     report.index_rebuilt = report.index_rebuilt or (index_fresh and end > start)

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 
 from rocketcluster.broker.store import MessageStore
 from rocketcluster.broker.store.consumequeue import (
-    BLANK_ENTRY_SIZE,
     CQ_UNIT,
     CQ_UNIT_SIZE,
     ConsumeQueue,
@@ -99,7 +98,7 @@ class QueueProgress:
             if not count:
                 break
             flat = _cq_entries(count).unpack(raw)  # one C call for every entry
-            sizes = [0 if n == BLANK_ENTRY_SIZE else n for n in flat[1::3]]
+            sizes = list(flat[1::3])
             before = list(itertools.accumulate(sizes, initial=self.total))
             take = bisect.bisect_right(before, batch_bytes, 0, count)
             self.offsets += flat[0 : 3 * take : 3]
