@@ -37,7 +37,7 @@ from rocketcluster.e2e.kube.binaries import ensure_binaries
 from rocketcluster.e2e.kube.events import read_events
 from rocketcluster.e2e.kube.imagerun import remove_recorded
 from rocketcluster.e2e.kube.kubeconfig import write_kubeconfig
-from rocketcluster.e2e.kube.processes import Ledger, ProcessRecord, die_with_parent, record
+from rocketcluster.e2e.kube.processes import Ledger, ProcessRecord, dying_with_parent, record
 from rocketcluster.e2e.kube.processes import stop_groups as _stop_groups
 
 T = TypeVar("T")
@@ -95,14 +95,12 @@ class KubeHarness:
     ) -> subprocess.Popen[bytes]:
         with log.open("ab") as out:
             proc = subprocess.Popen(
-                argv,
+                dying_with_parent(argv, env),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if stdout_pipe else out,
                 stderr=out,
                 env=env,
                 start_new_session=True,
-                # The child only calls prctl() and getppid() before exec.
-                preexec_fn=die_with_parent,  # noqa: PLW1509
             )
         self._started.append((proc, record(proc.pid, log.stem)))
         return proc

@@ -42,7 +42,7 @@ from rocketcluster.e2e.kube import imagerun, podenv, probes, volumes
 from rocketcluster.e2e.kube.launch import Launcher
 from rocketcluster.e2e.kube.node import NodeContext, PodInputs
 from rocketcluster.e2e.kube.podstatus import ContainerState, pod_status
-from rocketcluster.e2e.kube.processes import die_with_parent, killpg, record
+from rocketcluster.e2e.kube.processes import dying_with_parent, killpg, record
 
 BACKOFF_START_S, BACKOFF_MAX_S, BACKOFF_RESET_S = 1.0, 8.0, 10.0
 SHUTDOWN_GRACE_S = 5.0
@@ -274,14 +274,13 @@ class PodWorker:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 with (log_dir / f"{self.name}_{spec['name']}.log").open("ab") as log:
                     proc = await asyncio.create_subprocess_exec(
-                        *argv,
+                        *dying_with_parent(argv, env, cwd),
                         env=env,
                         cwd=cwd,
                         stdin=asyncio.subprocess.DEVNULL,
                         stdout=log,
                         stderr=asyncio.subprocess.STDOUT,
                         start_new_session=True,
-                        preexec_fn=die_with_parent,
                     )
             except (podenv.ConfigError, OSError) as exc:
                 reason = exc.reason if isinstance(exc, podenv.ConfigError) else "RunContainerError"

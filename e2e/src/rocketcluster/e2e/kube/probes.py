@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from rocketcluster.e2e.kube.processes import die_with_parent, killpg
+from rocketcluster.e2e.kube.processes import dying_with_parent, killpg
 
 MIN_PERIOD_S = 0.5
 
@@ -119,14 +119,13 @@ async def probe_once(
 
 async def _exec(argv: list[str], env: Mapping[str, str], cwd: str, limit_s: float) -> bool:
     proc = await asyncio.create_subprocess_exec(
-        *argv,
+        *dying_with_parent(argv, env, cwd),
         env=dict(env),
         cwd=cwd,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
         start_new_session=True,
-        preexec_fn=die_with_parent,
     )
     try:
         return await asyncio.wait_for(proc.wait(), limit_s) == 0

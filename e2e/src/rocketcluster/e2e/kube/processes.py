@@ -2,36 +2,67 @@
 
 Every process the harness or the realiser starts runs in its own session (so a
 signal to its group reaches its children too) and asks the kernel to SIGKILL it
-when the thread that started it dies (``prctl(PR_SET_PDEATHSIG)``), so even a
-SIGKILLed realiser leaves nothing behind. Each start is also recorded as a line
-of JSON (pid, process start time, name) in a ledger file, which lets the harness
-double-check by PID — and by start time, so a recycled PID is never signalled.
+when the thread that started it dies (``prctl(PR_SET_PDEATHSIG)``, set by
+``setpriv``), so even a SIGKILLed realiser leaves nothing behind. Each start is
+also recorded as a line of JSON (pid, process start time, name) in a ledger file,
+which lets the harness double-check by PID — and by start time, so a recycled PID is
+never signalled.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
+import shutil
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocketcluster.e2e.kube import procfs
 
-_PR_SET_PDEATHSIG = 1
+SETPRIV = "setpriv"  # util-linux (Essential in Debian): prctl() and exec, no Python
 
 
-def die_with_parent() -> None:
-    """A ``preexec_fn``: SIGKILL this child when its parent thread exits. If the
-    parent is already gone (it died between fork and here), exit at once."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:
-        os._exit(1)
+class SetprivMissingError(RuntimeError):
+    pass
+
+
+def dying_with_parent(
+    argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | Path | None = None
+) -> list[str]:
+    """``argv`` run so that the kernel SIGKILLs it when the thread that started it
+    exits (``prctl(PR_SET_PDEATHSIG)``, set by ``setpriv`` just before it execs).
+
+    Why not a ``preexec_fn``: the child of a fork runs it with whatever locks other
+    threads held at the fork (the dynamic loader's, the official client's gRPC
+    threads'), and one such child died with SIGSEGV before its exec (Prometheus,
+    spawned beside a running workload). ``setpriv`` is a plain exec.
+
+    A program that cannot be found still fails the start with FileNotFoundError, as
+    a direct exec would (``env`` and ``cwd``: where the child looks for it)."""
+    _require_executable(argv[0], env, cwd)
+    found = shutil.which(SETPRIV)
+    if found is None:
+        raise SetprivMissingError(
+            "setpriv is not on PATH: it comes with util-linux (apt-get install util-linux)"
+        )
+    return [found, "--pdeathsig", "KILL", "--", *argv]
+
+
+def _require_executable(
+    program: str, env: Mapping[str, str] | None, cwd: str | Path | None
+) -> None:
+    if os.sep in program:
+        path = Path(cwd or ".") / program
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise FileNotFoundError(f"no executable {program} (in {cwd or os.getcwd()})")
+        return
+    search = (env if env is not None else os.environ).get("PATH", os.defpath)
+    if shutil.which(program, path=search) is None:
+        raise FileNotFoundError(f"{program} is not on the PATH {search}")
 
 
 def start_time(pid: int) -> int | None:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketcluster.e2e.kube.processes import die_with_parent
+from rocketcluster.e2e.kube.processes import dying_with_parent
 from rocketcluster.e2e.prometheus.api import PrometheusAPI, PrometheusAPIError
 
 INSTALL_HINT = "sudo apt-get install -y prometheus  (Debian/Ubuntu; `make test` installs it)"
@@ -99,20 +99,21 @@ class PrometheusServer:
     def _spawn(self, config: Path) -> None:
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
-                [
-                    str(self.binary),
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={self.directory / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--storage.tsdb.retention.time=2h",
-                    "--log.level=info",
-                ],
+                dying_with_parent(
+                    [
+                        str(self.binary),
+                        f"--config.file={config}",
+                        f"--storage.tsdb.path={self.directory / 'data'}",
+                        f"--web.listen-address=127.0.0.1:{self.port}",
+                        "--storage.tsdb.retention.time=2h",
+                        "--log.level=info",
+                    ]
+                ),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.directory,
                 start_new_session=True,
-                preexec_fn=die_with_parent,  # noqa: PLW1509 - no threads touch the fork
             )
 
     def _wait_ready(self, timeout: float) -> None:
