@@ -64,6 +64,13 @@ class Monitored:
     stopped_slave: str
     stopped_at: float
 
+    def quiet(self) -> None:
+        """Stop producing and consuming, for a test that has only to wait (an alert's
+        ``for:``): the traffic costs the machine about a core, and nothing left to
+        happen needs it. The module's later tests see no traffic."""
+        self.consumers.stop()
+        self.workload.stop()
+
     def traffic_summary(self) -> str:
         errors = {**self.workload.errors, **self.consumers.errors}
         return (
