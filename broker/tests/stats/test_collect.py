@@ -101,6 +101,42 @@ async def test_queue_rows_give_offsets_and_the_store_times_of_head_and_tail(
     assert full.last_read_time == 1234
 
 
+async def test_an_unchanged_queue_keeps_its_row_and_a_changed_one_is_read_again(
+    store: MessageStore,
+) -> None:
+    await _put(store, "orders", 0, [100, 200])
+    await _put(store, "orders", 1, [100])
+    reads = ReadRecorder(SEGMENT)
+    keys = [("orders", 0), ("orders", 1)]
+    first = collect.queue_stats(keys, store.queues, store.commitlog, reads)
+    previous = {(r.topic, r.queue_id): r for r in first}
+    same = collect.queue_stats(keys, store.queues, store.commitlog, reads, previous)
+    assert same[0] is first[0] and same[1] is first[1]  # nothing read or built again
+
+    await _put(store, "orders", 1, [300])  # grew
+    reads.served("orders", 0, 0, 0, now_ms=99)  # read from
+    again = collect.queue_stats(keys, store.queues, store.commitlog, reads, previous)
+    assert again[0] is not first[0] and again[0].last_read_time == 99
+    assert again[1] is not first[1] and again[1].max_offset == 2
+    assert again[1].tail_store_time == _records(store, "orders", 1)[1].store_timestamp
+
+
+async def test_an_unchanged_share_keeps_its_segment_row(store: MessageStore) -> None:
+    await _put(store, "orders", 0, [100, 200])
+    tracker, reads = _tracker(store), ReadRecorder(SEGMENT)
+    _advance_all(store, tracker)
+    (first,) = collect.segment_stats(tracker.rows(), reads)
+    previous = {(first.topic, first.queue_id, first.segment): first}
+    (same,) = collect.segment_stats(tracker.rows(), reads, previous=previous)
+    assert same is first
+    await _put(store, "orders", 0, [300])
+    _advance_all(store, tracker)
+    (grown,) = collect.segment_stats(tracker.rows(), reads, previous=previous)
+    assert grown is not first
+    assert (grown.messages, grown.max_store_time) != (first.messages, first.max_store_time)
+    assert grown.messages == first.messages + 1 and grown.bytes > first.bytes
+
+
 async def test_consumer_rows_from_consume_state_and_saved_offsets(store: MessageStore) -> None:
     await _put(store, "orders", 0, [100] * 10)
     await _put(store, retry_topic("g"), 0, [100] * 5)

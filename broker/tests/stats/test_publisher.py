@@ -14,6 +14,7 @@ from rocketcluster.api.stats import (
     STATS_TOPIC,
     ConsumerStats,
     QueueStats,
+    SnapshotTooLargeError,
     StatsSnapshot,
     decode_snapshot,
     encode_snapshot,
@@ -23,7 +24,6 @@ from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.messaging.registry import TopicRegistry
 from rocketcluster.broker.stats import ReadRecorder, StatsPublisherService, StatsSources
 from rocketcluster.broker.stats.collect import Identity
-from rocketcluster.broker.stats.publisher import SnapshotTooLargeError, encode_within
 from rocketcluster.broker.stats.reader import offset_for_time, read_page
 from rocketcluster.broker.store import (
     AppendedRecord,
@@ -135,15 +135,18 @@ def _big_snapshot(rows: int) -> StatsSnapshot:
 
 def test_bodies_are_split_to_fit_the_message_limit() -> None:
     snapshot = _big_snapshot(300)
-    bodies = encode_within(snapshot, 4096)
+    bodies = encode_snapshot(snapshot, 4096)
     assert len(bodies) > 2 and all(len(b) <= 4096 for b in bodies)
+    assert all(len(b) > 3500 for b in bodies[:-1])  # packed, not halved until it fits
     parts = [decode_snapshot(b) for b in bodies]
     assert {p.time for p in parts} == {5}
     assert [q for p in parts for q in p.queues] == snapshot.queues
     assert [c for p in parts for c in p.consumers] == snapshot.consumers
-    assert encode_within(snapshot, 1 << 20) == encode_snapshot(snapshot)  # fits: as encoded
+    assert len(encode_snapshot(snapshot, 1 << 20)) == 1  # 600 rows: one body
+    assert len(encode_snapshot(snapshot)) == 1
+    assert len(encode_snapshot(_big_snapshot(600))) == 2  # MAX_ROWS_PER_MESSAGE a body
     with pytest.raises(SnapshotTooLargeError, match="raise maxMessageBytes"):
-        encode_within(snapshot, 60)
+        encode_snapshot(snapshot, 60)
 
 
 async def test_a_small_message_limit_splits_a_snapshot_into_several_messages(

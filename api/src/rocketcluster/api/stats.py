@@ -14,6 +14,7 @@ body it cannot read with the reason, never guesses.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -98,22 +99,72 @@ class StatsFormatError(ValueError):
     """A stats body that is not a snapshot this version can read."""
 
 
-def encode_snapshot(snapshot: StatsSnapshot) -> list[bytes]:
-    """The message bodies of one snapshot: rows split so that no body holds more than
-    MAX_ROWS_PER_MESSAGE of them (each body is a whole snapshot with a share of rows)."""
-    rows: list[tuple[str, BaseModel]] = [
-        *(("queues", q) for q in snapshot.queues),
-        *(("consumers", c) for c in snapshot.consumers),
-        *(("segments", s) for s in snapshot.segments),
-    ]
-    head = snapshot.model_dump(by_alias=True, exclude={"queues", "consumers", "segments"})
-    bodies = []
-    for start in range(0, max(len(rows), 1), MAX_ROWS_PER_MESSAGE):
-        part: dict[str, list[object]] = {"queues": [], "consumers": [], "segments": []}
-        for kind, row in rows[start : start + MAX_ROWS_PER_MESSAGE]:
-            part[kind].append(row.model_dump(by_alias=True))
-        bodies.append(json.dumps({**head, **part}, separators=(",", ":")).encode())
+ROW_KINDS: Final = ("queues", "consumers", "segments")  # the order rows go in a body
+_MAX_BODY_UNBOUNDED: Final = 1 << 62
+
+
+class SnapshotTooLargeError(ValueError):
+    """One row does not fit in a message: the broker's maxMessageBytes is too small."""
+
+
+def row_json(row: BaseModel) -> bytes:
+    """One row as it appears in a body (camelCase keys, compact)."""
+    return row.model_dump_json(by_alias=True).encode()
+
+
+def snapshot_head(snapshot: StatsSnapshot) -> dict[str, object]:
+    """What every body of ``snapshot`` repeats: its version, time and broker."""
+    return snapshot.model_dump(by_alias=True, exclude=set(ROW_KINDS))
+
+
+def pack_bodies(
+    head: dict[str, object],
+    rows: Iterable[tuple[str, bytes]],
+    *,
+    max_rows: int = MAX_ROWS_PER_MESSAGE,
+    max_body: int | None = None,
+) -> list[bytes]:
+    """The bodies of one snapshot from its rows already in JSON (``(kind, row_json)``,
+    kinds in :data:`ROW_KINDS` order): each body ``head`` plus the next rows, at most
+    ``max_rows`` of them and at most ``max_body`` bytes. Packed by size as it goes:
+    nothing is encoded twice, however small the limit. At least one body (a broker
+    with no queues still says it is there)."""
+    limit = _MAX_BODY_UNBOUNDED if max_body is None else max_body
+    prefix = json.dumps(head, separators=(",", ":")).encode()[:-1]  # without its "}"
+    frame = len(prefix) + sum(len(f',"{k}":[]') for k in ROW_KINDS) + 1
+    bodies: list[bytes] = []
+    part: dict[str, list[bytes]] = {k: [] for k in ROW_KINDS}
+    size, count = frame, 0
+
+    def flush() -> None:
+        lists = b"".join(b',"%s":[%s]' % (k.encode(), b",".join(part[k])) for k in ROW_KINDS)
+        bodies.append(prefix + lists + b"}")
+
+    for kind, data in rows:
+        added = len(data) + (1 if part[kind] else 0)
+        if count and (count == max_rows or size + added > limit):
+            flush()
+            part = {k: [] for k in ROW_KINDS}
+            size, count, added = frame, 0, len(data)
+        if size + added > limit:
+            raise SnapshotTooLargeError(
+                f"a stats snapshot row takes {frame + len(data)} bytes in a body, more than "
+                f"maxMessageBytes {limit}: raise maxMessageBytes"
+            )
+        part[kind].append(data)
+        size += added
+        count += 1
+    if count or not bodies:
+        flush()
     return bodies
+
+
+def encode_snapshot(snapshot: StatsSnapshot, max_body: int | None = None) -> list[bytes]:
+    """The message bodies of one snapshot: rows split so that no body holds more than
+    MAX_ROWS_PER_MESSAGE of them, nor more than ``max_body`` bytes (each body is a
+    whole snapshot with a share of rows)."""
+    rows = ((kind, row_json(row)) for kind in ROW_KINDS for row in getattr(snapshot, kind))
+    return pack_bodies(snapshot_head(snapshot), rows, max_body=max_body)
 
 
 def decode_snapshot(body: bytes) -> StatsSnapshot:

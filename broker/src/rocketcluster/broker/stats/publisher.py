@@ -20,21 +20,24 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.stats import (
+    ROW_KINDS,
     STATS_TOPIC,
-    ConsumerStats,
     QueueStats,
     SegmentStats,
     StatsSnapshot,
-    encode_snapshot,
+    pack_bodies,
+    row_json,
+    snapshot_head,
 )
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.messaging.registry import TopicRegistry
 from rocketcluster.broker.stats import collect
-from rocketcluster.broker.stats.collect import Identity, StateKey
+from rocketcluster.broker.stats.collect import Identity, QueueKey, SegmentKey, StateKey
 from rocketcluster.broker.stats.reads import ReadRecorder
 from rocketcluster.broker.stats.segments import SegmentTracker
 from rocketcluster.broker.store import MessageStore, MessageToStore, PutResult, StoreError
@@ -50,10 +53,6 @@ STATS_QUEUE = 0
 _PROPERTIES = {prop.MESSAGE_TYPE: str(int(pb.MessageType.NORMAL))}
 
 Writer = Callable[[Sequence[MessageToStore]], Awaitable[PutResult]]
-
-
-class SnapshotTooLargeError(ValueError):
-    """One row does not fit in a message: the broker's maxMessageBytes is too small."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +100,12 @@ class StatsPublisherService:
         self.max_body = max_body
         clog = sources.store.commitlog
         self.tracker = SegmentTracker(clog.segment_size, clog.store_timestamp)
+        # The last snapshot's rows, and each row's JSON: a row nothing changed in is
+        # neither read from the store nor built nor encoded again (issue #27: with
+        # 100,000 queues a snapshot took ~10 s of CPU and held the loop for 5 s).
+        self._queue_rows: dict[QueueKey, QueueStats] = {}
+        self._segment_rows_last: dict[SegmentKey, SegmentStats] = {}
+        self._encoded: dict[int, tuple[BaseModel, bytes]] = {}  # by id() of the row
         self.failure: str | None = None  # why the last publish failed, until one works
         self.last: Published | None = None
         self._was_active = False
@@ -118,7 +123,7 @@ class StatsPublisherService:
             await asyncio.sleep(due - loop.time())
             active = self._active()
             if active and not self._was_active:
-                self.tracker.reset()  # the log may differ from what was counted before
+                self.reset()  # the log may differ from what was counted before
             self._was_active = active
             if not active:
                 continue
@@ -132,13 +137,20 @@ class StatsPublisherService:
             if published is not None:
                 self._recovered()
 
+    def reset(self) -> None:
+        """Count and read everything again at the next snapshot."""
+        self.tracker.reset()
+        self._queue_rows.clear()
+        self._segment_rows_last.clear()
+        self._encoded.clear()
+
     async def publish_once(self, now_ms: int | None = None) -> Published | None:
         """Collect and append one snapshot; None (and the reason in ``failure``) when
         the write was refused."""
         started = time.monotonic()
         now = int(time.time() * 1000) if now_ms is None else now_ms
         snapshot = await self.collect(now)
-        bodies = encode_within(snapshot, self.max_body)
+        bodies = await self._encode(snapshot)
         collected = time.monotonic()
         topic = self._sources.registry.ensure_system_topic(STATS_TOPIC)
         messages = [_stats_message(topic.name, body, now) for body in bodies]
@@ -161,12 +173,17 @@ class StatsPublisherService:
         src = self._sources
         store = src.store
         segments = await self._segment_rows()
+        await asyncio.sleep(0)
         keys = collect.queue_keys(src.registry.topics(), store.queues)
-        queues = []
+        await asyncio.sleep(0)
+        queues: list[QueueStats] = []
+        last = self._queue_rows
         for start in range(0, len(keys), ROWS_PER_STEP):
             part = keys[start : start + ROWS_PER_STEP]
-            queues += collect.queue_stats(part, store.queues, store.commitlog, src.reads)
+            queues += collect.queue_stats(part, store.queues, store.commitlog, src.reads, last)
             await asyncio.sleep(0)
+        self._queue_rows = {(q.topic, q.queue_id): q for q in queues}
+        await asyncio.sleep(0)
         served = {g.name for g in src.registry.groups()}
         where = collect.positions(src.states(), store.metadata.all_offsets(), served, now_ms)
         positions = sorted(where.items())
@@ -185,10 +202,13 @@ class StatsPublisherService:
         tracker = self.tracker
         clog = store.commitlog
         present = [cq for cq in store.queues if collect.reported(cq.topic)]
-        tracker.keep_only((cq.topic, cq.queue_id) for cq in present)
-        reads.forget_queues({(cq.topic, cq.queue_id) for cq in present})
+        ids = {(cq.topic, cq.queue_id) for cq in present}
+        await asyncio.sleep(0)
+        tracker.keep_only(ids)
+        reads.forget_queues(ids)
+        await asyncio.sleep(0)
         budget = SCAN_CHUNK
-        for cq in present:
+        for n, cq in enumerate(present, 1):
             while True:
                 try:
                     budget -= tracker.advance(cq, clog.min_offset, budget)
@@ -198,10 +218,41 @@ class StatsPublisherService:
                     break  # caught up with this queue
                 budget = SCAN_CHUNK
                 await asyncio.sleep(0)
+            if n % ROWS_PER_STEP == 0:  # queues with nothing new cost no budget
+                await asyncio.sleep(0)
         tracker.drop_below(clog.min_offset)
         reads.forget_segments_below(clog.min_offset)
-        return collect.segment_stats(
-            tracker.rows(), reads, self._sources.tiered_below, clog.segment_size
+        rows: list[SegmentStats] = []
+        last = self._segment_rows_last
+        for part in tracker.rows_in_parts(ROWS_PER_STEP):
+            rows += collect.segment_stats(
+                part, reads, self._sources.tiered_below, clog.segment_size, last
+            )
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        self._segment_rows_last = {(r.topic, r.queue_id, r.segment): r for r in rows}
+        return rows
+
+    async def _encode(self, snapshot: StatsSnapshot) -> list[bytes]:
+        """The snapshot's bodies within ``max_body``; each row's JSON reused from the
+        last snapshot when it is the same row object, and the loop served between
+        chunks of rows."""
+        encoded: dict[int, tuple[BaseModel, bytes]] = {}
+        rows: list[tuple[str, bytes]] = []
+        last = self._encoded
+        for kind in ROW_KINDS:
+            for n, row in enumerate(getattr(snapshot, kind), 1):
+                hit = last.get(id(row))
+                data = hit[1] if hit is not None and hit[0] is row else row_json(row)
+                encoded[id(row)] = (row, data)
+                rows.append((kind, data))
+                if n % ROWS_PER_STEP == 0:
+                    await asyncio.sleep(0)
+        self._encoded = encoded
+        # Pure work on rows nothing changes any more: in a thread, which yields the
+        # interpreter to the loop every few milliseconds.
+        return await asyncio.to_thread(
+            pack_bodies, snapshot_head(snapshot), rows, max_body=self.max_body
         )
 
     def status(self) -> dict[str, object]:
@@ -244,41 +295,4 @@ def _stats_message(topic: str, body: bytes, now_ms: int) -> MessageToStore:
     properties = encode_properties({**_PROPERTIES, prop.MESSAGE_ID: msg_id})
     return MessageToStore(
         topic, STATS_QUEUE, body, properties, born_timestamp=now_ms, msg_id=msg_id
-    )
-
-
-def encode_within(snapshot: StatsSnapshot, max_body: int) -> list[bytes]:
-    """``encode_snapshot``'s bodies, with any body larger than ``max_body`` split again
-    by halving its rows (a broker with a small maxMessageBytes)."""
-    out: list[bytes] = []
-    for body in encode_snapshot(snapshot):
-        if len(body) <= max_body:
-            out.append(body)
-            continue
-        part = StatsSnapshot.model_validate_json(body)
-        rows: list[QueueStats | ConsumerStats | SegmentStats] = [
-            *part.queues,
-            *part.consumers,
-            *part.segments,
-        ]
-        if len(rows) <= 1:
-            raise SnapshotTooLargeError(
-                f"a stats snapshot row takes {len(body)} bytes, more than maxMessageBytes "
-                f"{max_body}: raise maxMessageBytes"
-            )
-        half = len(rows) // 2
-        for chunk in (rows[:half], rows[half:]):
-            out += encode_within(_with_rows(part, chunk), max_body)
-    return out
-
-
-def _with_rows(
-    snapshot: StatsSnapshot, rows: list[QueueStats | ConsumerStats | SegmentStats]
-) -> StatsSnapshot:
-    return snapshot.model_copy(
-        update={
-            "queues": [r for r in rows if isinstance(r, QueueStats)],
-            "consumers": [r for r in rows if isinstance(r, ConsumerStats)],
-            "segments": [r for r in rows if isinstance(r, SegmentStats)],
-        }
     )

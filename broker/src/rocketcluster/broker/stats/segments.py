@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from rocketcluster.broker.store.consumequeue import CQ_UNIT_SIZE, ConsumeQueue
@@ -150,9 +150,20 @@ class SegmentTracker:
 
     def rows(self) -> list[ShareRow]:
         """Every share, its store times read where the share grew since last time."""
+        return [row for part in self.rows_in_parts(len(self._scans) or 1) for row in part]
+
+    def rows_in_parts(self, queues_per_part: int) -> Iterator[list[ShareRow]]:
+        """:meth:`rows`, a part at a time of at most ``queues_per_part`` queues (a
+        caller on an event loop serves it between parts)."""
+        scans = sorted(self._scans.items())
+        for start in range(0, len(scans), queues_per_part):
+            yield self._rows_of(scans[start : start + queues_per_part])
+
+    def _rows_of(self, scans: list[tuple[QueueKey, QueueScan]]) -> list[ShareRow]:
         out = []
-        for (topic, qid), scan in sorted(self._scans.items()):
-            for base, share in sorted(scan.shares.items()):
+        for (topic, qid), scan in scans:
+            shares = scan.shares.items()
+            for base, share in sorted(shares) if len(shares) > 1 else shares:
                 if share.min_store_time is None:
                     share.min_store_time = self._read_time(share.first_offset)
                 if share.max_time_offset != share.last_offset:

@@ -545,6 +545,10 @@ class ConsumeQueueTable:
     def __len__(self) -> int:
         return len(self._queues)
 
+    def ids(self) -> list[tuple[str, int]]:
+        """(topic, queue id) of every queue, without touching the queues."""
+        return list(self._queues)
+
     def queues_of(self, topic: str) -> list[ConsumeQueue]:
         return [cq for (t, _), cq in self._queues.items() if t == topic]
 
