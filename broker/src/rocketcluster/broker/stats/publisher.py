@@ -229,7 +229,6 @@ class StatsPublisherService:
                 part, reads, self._sources.tiered_below, clog.segment_size, last
             )
             await asyncio.sleep(0)
-        await asyncio.sleep(0)
         self._segment_rows_last = {(r.topic, r.queue_id, r.segment): r for r in rows}
         return rows
 

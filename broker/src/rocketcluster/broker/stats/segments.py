@@ -162,8 +162,7 @@ class SegmentTracker:
     def _rows_of(self, scans: list[tuple[QueueKey, QueueScan]]) -> list[ShareRow]:
         out = []
         for (topic, qid), scan in scans:
-            shares = scan.shares.items()
-            for base, share in sorted(shares) if len(shares) > 1 else shares:
+            for base, share in sorted(scan.shares.items()):
                 if share.min_store_time is None:
                     share.min_store_time = self._read_time(share.first_offset)
                 if share.max_time_offset != share.last_offset:
