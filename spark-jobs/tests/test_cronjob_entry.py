@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.cluster import SPARK_DRIVER_JVM_OPTIONS, RocketCluster
 from rocketcluster.jobs import run
 from rocketcluster.jobs.config import parse_config
 from rocketcluster.operator.render import health_reports
@@ -35,7 +35,8 @@ def test_the_cron_job_runs_run_py_with_arguments_it_accepts() -> None:
     assert args[entry - 10 : entry] == [
         "--master", "local[2]", "--driver-memory", args[entry - 7], "--conf",
         "spark.ui.enabled=false", "--driver-java-options",
-        f"-Dlog4j2.configurationFile=file:{health_reports.LOG_CONFIG}", "--name", args[entry - 1],
+        f"-Dlog4j2.configurationFile=file:{health_reports.LOG_CONFIG} "
+        + " ".join(SPARK_DRIVER_JVM_OPTIONS), "--name", args[entry - 1],
     ]  # fmt: skip
     # The paths inside the image are this very package's files, below site-packages.
     package = Path(run.__file__).parent

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocketcluster.api.cluster import SPARK_DRIVER_JVM_OPTIONS
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -71,7 +73,11 @@ def spark_session(settings: SparkSettings | None = None) -> SparkSession:
         )
     log_config = Path(__file__).with_name("log4j2.properties")
     conf = {
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_config}",
+        # Options of the JVM this session starts (local mode); under spark-submit the
+        # driver runs already, started with the CronJob's --driver-java-options.
+        "spark.driver.extraJavaOptions": " ".join(
+            (f"-Dlog4j2.configurationFile=file:{log_config}", *SPARK_DRIVER_JVM_OPTIONS)
+        ),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),

@@ -27,7 +27,12 @@ import yaml
 from rocketcluster.api import kube
 from rocketcluster.api.auth import ADMIN_TOKEN_ENV, ADMIN_TOKEN_KEY
 from rocketcluster.api.broker_config import ADMIN_PORT
-from rocketcluster.api.cluster import ClaimRetention, HealthReportsSpec, RocketCluster
+from rocketcluster.api.cluster import (
+    SPARK_DRIVER_JVM_OPTIONS,
+    ClaimRetention,
+    HealthReportsSpec,
+    RocketCluster,
+)
 from rocketcluster.operator.render import auth, pods, tls
 from rocketcluster.operator.render.controllers import member_names
 from rocketcluster.operator.render.meta import K8sObject, component_selector, labels, metadata
@@ -125,7 +130,7 @@ def spark_submit_args(cluster: RocketCluster) -> list[str]:
         "--conf",
         "spark.ui.enabled=false",
         "--driver-java-options",
-        f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}",
+        " ".join((f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}", *SPARK_DRIVER_JVM_OPTIONS)),
         "--name",
         f"rocketcluster-health-{cluster.name}",
         ENTRY_POINT,
