@@ -79,14 +79,15 @@ typecheck: setup
 # other computes (e2e/src/rocketcluster/e2e/test_order.py: slow files start first,
 # the Spark tests share one worker's session). Tests marked `alone` compare rates
 # measured one after the other, which a neighbour's changing load would skew: they run
-# after, in one process. TEST_WORKERS=0 runs everything in one process.
+# after, in one process, beside the Raft simulator's further seeds, a load that does
+# not change (scripts/alone-beside-sim.sh). TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
 unit: setup debs node-deps
 ifeq ($(TEST_WORKERS),0)
 	$(RUN) pytest $(PYTEST_ARGS)
 else
 	$(RUN) pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS)
-	$(RUN) pytest -m alone $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5: none selected
+	$(RUN) scripts/alone-beside-sim.sh $(PYTEST_ARGS)
 endif
 
 # Debian packages the tests use, installed when missing: buildah and mmdebstrap build

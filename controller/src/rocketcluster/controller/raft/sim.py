@@ -18,10 +18,12 @@ Any failure raises `SimulationFailure` whose message ends with the command repla
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
+import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from rocketcluster.controller.raft.checker import SafetyChecker, invariant
@@ -524,6 +526,27 @@ def run_seeds(
     return [Simulation(seed, options, trace).run() for seed in range(start, start + count)]
 
 
+def seeds_to_run(start: int, count: int, until_stopped: bool) -> Iterator[int]:
+    """``count`` seeds from ``start``, or every seed from ``start`` on when the run
+    lasts until it is stopped."""
+    return itertools.count(start) if until_stopped else iter(range(start, start + count))
+
+
+class StopRequest:
+    """Set by SIGTERM or SIGINT; the run ends after the seed in progress, so a stopped
+    run still reports every seed it finished."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._stop)
+
+    def _stop(self, signum: int, frame: object) -> None:
+        self.requested = True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m rocketcluster.controller.raft.sim",
@@ -535,20 +558,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--liveness-ticks", type=int, default=DEFAULT_LIVENESS_TICKS, help="liveness bound"
     )
+    parser.add_argument(
+        "--until-stopped",
+        action="store_true",
+        help="ignore --seeds: run seeds from --start until SIGTERM or SIGINT, then report",
+    )
     parser.add_argument("--trace", action="store_true", help="print faults and elections")
     parser.add_argument("--verbose", action="store_true", help="one line per seed")
     args = parser.parse_args(argv)
     options = SimOptions(steps=args.steps, liveness_ticks=args.liveness_ticks)
     trace = print if args.trace else None
+    stop = StopRequest()
+    if args.until_stopped:
+        stop.install()
     began = time.perf_counter()
     totals = SimStats(seed=args.start)
     worst_liveness = 0
-    for seed in range(args.start, args.start + args.seeds):
+    ran = 0
+    for seed in seeds_to_run(args.start, args.seeds, args.until_stopped):
+        if stop.requested:
+            break
         try:
             stats = Simulation(seed, options, trace).run()
         except SimulationFailure as exc:
             print(f"FAIL {exc}", file=sys.stderr)
             return 1
+        ran += 1
         if args.verbose:
             print(stats)
         totals.committed += stats.committed
@@ -561,7 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         worst_liveness = max(worst_liveness, stats.liveness_ticks)
     elapsed = time.perf_counter() - began
     print(
-        f"ok: {args.seeds} seeds from {args.start} in {elapsed:.1f}s; "
+        f"ok: {ran} seeds from {args.start} in {elapsed:.1f}s; "
         f"committed={totals.committed} leaders={totals.leaders} crashes={totals.crashes} "
         f"snapshots taken={totals.snapshots_taken} installed={totals.snapshots_installed} "
         f"transfers={totals.transfers} messages={totals.messages} "
