@@ -433,7 +433,7 @@ def _client_bench_command(name: str, cases: tuple[str, ...], doc: str) -> click.
 
 
 def _register_client_benches() -> None:
-    from rocketcluster.ctl.bench.client_bench import CONSUME, PRODUCE
+    from rocketcluster.ctl.bench.client_cases import CONSUME, PRODUCE
 
     for name, cases, doc in (
         (

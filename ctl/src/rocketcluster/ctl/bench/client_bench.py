@@ -30,6 +30,7 @@ import grpc
 from rocketcluster.api.client.lean import CHANNEL_OPTIONS, LeanClient, OutgoingMessage
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.broker.canned import RAW_BATCH, RAW_FETCH, RAW_STREAM
+from rocketcluster.ctl.bench.client_cases import CONSUME, PRODUCE
 from rocketcluster.ctl.local.addresses import claim
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
@@ -427,10 +428,6 @@ def bench_cluster(flush: str) -> RocketCluster:
             },
         }
     )
-
-
-PRODUCE = ("lean_produce", "official_produce")
-CONSUME = ("lean_consume", "official_consume")
 
 
 def _suite(
