@@ -14,7 +14,7 @@
 # Arguments go to pytest.
 set -uo pipefail
 
-sim_start=${SIM_START:-600}
+sim_start=${SIM_START:-800}
 python -m rocketcluster.controller.raft.sim --start "$sim_start" --steps 600 \
   --liveness-ticks 400 --until-stopped &
 sim=$!

@@ -232,8 +232,11 @@ def test_inline_commands_are_written_as_they_run(checkout: Path) -> None:
                 f"README.md:{line}: `{span}` - uv is not on PATH on a fresh machine; "
                 f"write `python3 -m {span}`"
             )
+    # One run per distinct command: several spans name the same subcommand.
+    lines_of: dict[tuple[str, ...], list[int]] = {}
     for line, span in to_check:
-        argv = _help_command(span)
+        lines_of.setdefault(tuple(_help_command(span)), []).append(line)
+    for argv, lines in lines_of.items():
         done = subprocess.run(
             argv,
             cwd=checkout,
@@ -244,7 +247,8 @@ def test_inline_commands_are_written_as_they_run(checkout: Path) -> None:
             check=False,
         )
         if done.returncode != 0:
-            problems.append(f"README.md:{line}: `{' '.join(argv)}` failed: {done.stderr.strip()}")
+            where = ", ".join(f"README.md:{line}" for line in lines)
+            problems.append(f"{where}: `{' '.join(argv)}` failed: {done.stderr.strip()}")
     assert not problems, "\n".join(problems)
 
 

@@ -2,11 +2,13 @@
 stalling (issue #25), with the Python client (NORMAL and FIFO topics) and the Node.js
 client, on ``examples/cluster.yaml`` (two groups of three replicas, sync on two).
 
-The scenario, as a user runs it: the official Producer sends in a loop; the master of
-the first group is SIGKILLed; the producer goes on, then stops (every send it counted
-was acknowledged); a SimpleConsumer of a group that never consumed drains the topic,
-acknowledging each message. The same drain without the failover, in the same module
-and with the same client, gives the rate to compare with.
+The scenario, as users run it, here for three applications at once (one per client,
+each with a topic and a consumer group of its own): the official Producers send in a
+loop; the master of the first group is SIGKILLed; they go on, then stop (every send
+they counted was acknowledged); then, one after the other, a SimpleConsumer of a group
+that never consumed drains each topic, acknowledging each message. The same three
+drains without the failover, in the same order in the same module, give the rates to
+compare with. (One failover for the three, not one each: a third of the time.)
 
 Each drain must consume every acknowledged message, must never meet four empty
 receives in a row while a master reports lag (empty receives then mean the consumer is
@@ -94,11 +96,18 @@ class Produced:
     victim: str | None
 
 
-def _produce(cluster: Cluster, topic: str, fifo: bool, *, kill: bool) -> Produced:
-    """Send with the official Producer; with ``kill``, SIGKILL the first group's master
-    after BEFORE_KILL_S. Every send is acknowledged or counted as failed."""
-    workload = Workload(cluster.endpoints, topic=topic, message_groups=8 if fifo else 0)
-    workload.start(producers=1)
+def _produce(cluster: Cluster, *, kill: bool) -> dict[str, Produced]:
+    """Send to every round's topic at once with the official Producer (one each);
+    with ``kill``, SIGKILL the first group's master after BEFORE_KILL_S. Every send is
+    acknowledged or counted as failed."""
+    workloads = {
+        prefix: Workload(
+            cluster.endpoints, topic=_names(prefix, kill), message_groups=8 if fifo else 0
+        )
+        for prefix, fifo in ROUNDS.items()
+    }
+    for workload in workloads.values():
+        workload.start(producers=1)
     victim = None
     try:
         time.sleep(BEFORE_KILL_S)
@@ -107,9 +116,14 @@ def _produce(cluster: Cluster, topic: str, fifo: bool, *, kill: bool) -> Produce
             cluster.runtime.kill(victim)
         time.sleep(AFTER_KILL_S)
     finally:
-        workload.stop()
-    assert workload.acked, f"nothing was acknowledged: {workload.errors}"
-    return Produced(set(workload.acked), dict(workload.fifo_order), victim)
+        for workload in workloads.values():
+            workload.stop()
+    for prefix, workload in workloads.items():
+        assert workload.acked, f"{prefix}: nothing was acknowledged: {workload.errors}"
+    return {
+        prefix: Produced(set(w.acked), dict(w.fifo_order), victim)
+        for prefix, w in workloads.items()
+    }
 
 
 def _check(drain: Drain, produced: Produced, what: str) -> None:
@@ -149,30 +163,63 @@ def _node(cluster: Cluster, group: str, topic: str, expected: set[str]) -> Drain
     return drain_node(first, group, topic, expected, _lag(cluster, group))
 
 
-def _compare(
-    cluster: Cluster, prefix: str, drainer: Drainer
-) -> tuple[Drain, Drain, Produced, Produced]:
-    """The drain without a failover, then the same after one: both checked, and the
-    second's rate against the first's."""
-    fifo = ROUNDS[prefix]
-    base_name, name = _names(prefix, False), _names(prefix, True)
-    base_produced = _produce(cluster, base_name, fifo, kill=False)
-    base = drainer(cluster, base_name, base_name, base_produced.acked)
-    _check(base, base_produced, f"{prefix} without a failover")
-    produced = _produce(cluster, name, fifo, kill=True)
+@dataclass
+class Round:
+    """One client's two drains: without the failover, and after it."""
+
+    base: Drain
+    after: Drain
+    base_produced: Produced
+    produced: Produced
+
+
+def _drain_all(cluster: Cluster, failover: bool, produced: dict[str, Produced]) -> dict[str, Drain]:
+    """Every round's drain, one after the other in the same order each time, each
+    alone on the cluster as in the issue's scenario (drains side by side slowed each
+    other unevenly: their ratios moved by 20 %). Without Node.js its round is left out:
+    its test fails saying why."""
+    drainers: dict[str, Drainer] = {"py": _python, "py-fifo": _python, "node": _node}
+    if node_available():
+        del drainers["node"]
+    return {
+        prefix: drainer(cluster, name, name, produced[prefix].acked)
+        for prefix, drainer in drainers.items()
+        for name in [_names(prefix, failover)]
+    }
+
+
+@pytest.fixture(scope="module")
+def rounds(cluster: Cluster) -> dict[str, Round]:
+    """The drains without a failover, then the same after one. The three producers
+    send side by side (one failover for all three), the drains follow one by one."""
+    base_produced = _produce(cluster, kill=False)
+    base = _drain_all(cluster, False, base_produced)
+    produced = _produce(cluster, kill=True)
     try:
-        after = drainer(cluster, name, name, produced.acked)
+        after = _drain_all(cluster, True, produced)
     finally:
-        cluster.heal()  # the killed master back as a slave, for the next test
-    _check(after, produced, f"{prefix} after the failover")
+        cluster.heal()  # the killed master back as a slave
+    return {
+        prefix: Round(base[prefix], after[prefix], base_produced[prefix], produced[prefix])
+        for prefix in base
+    }
+
+
+def _judge(cluster: Cluster, rounds: dict[str, Round], prefix: str) -> Round:
+    """Both drains of ``prefix`` checked, and the second's rate against the first's."""
+    done = rounds[prefix]
+    _check(done.base, done.base_produced, f"{prefix} without a failover")
+    _check(done.after, done.produced, f"{prefix} after the failover")
     print(
-        f"\n{prefix}: without a failover {base.describe()}\n{prefix}: after it {after.describe()}"
+        f"\n{prefix}: without a failover {done.base.describe()}"
+        f"\n{prefix}: after it {done.after.describe()}"
     )
-    assert after.rate >= MIN_RATE_RATIO * base.rate, (
-        f"{prefix}: drained at {after.rate:.0f}/s after the failover, {base.rate:.0f}/s without"
+    assert done.after.rate >= MIN_RATE_RATIO * done.base.rate, (
+        f"{prefix}: drained at {done.after.rate:.0f}/s after the failover, "
+        f"{done.base.rate:.0f}/s without"
     )
     _only_masters_export_lag(cluster)
-    return base, after, base_produced, produced
+    return done
 
 
 def _only_masters_export_lag(cluster: Cluster) -> None:
@@ -193,18 +240,24 @@ def _only_masters_export_lag(cluster: Cluster) -> None:
     assert exporters == masters, f"lag exported by {sorted(exporters)}, masters {sorted(masters)}"
 
 
-def test_python_consumer_drains_after_a_master_failover(cluster: Cluster) -> None:
-    _compare(cluster, "py", _python)
+def test_python_consumer_drains_after_a_master_failover(
+    cluster: Cluster, rounds: dict[str, Round]
+) -> None:
+    _judge(cluster, rounds, "py")
 
 
-def test_python_fifo_consumer_drains_in_order_after_a_master_failover(cluster: Cluster) -> None:
-    base, after, base_produced, produced = _compare(cluster, "py-fifo", _python)
-    _check_fifo(base, base_produced)
-    _check_fifo(after, produced)
+def test_python_fifo_consumer_drains_in_order_after_a_master_failover(
+    cluster: Cluster, rounds: dict[str, Round]
+) -> None:
+    done = _judge(cluster, rounds, "py-fifo")
+    _check_fifo(done.base, done.base_produced)
+    _check_fifo(done.after, done.produced)
 
 
-def test_node_consumer_drains_after_a_master_failover(cluster: Cluster) -> None:
+def test_node_consumer_drains_after_a_master_failover(
+    cluster: Cluster, rounds: dict[str, Round]
+) -> None:
     problem = node_available()
     if problem:
         pytest.fail(problem)
-    _compare(cluster, "node", _node)
+    _judge(cluster, rounds, "node")

@@ -12,11 +12,11 @@ from rocketcluster.controller.raft import sim
 from rocketcluster.controller.raft.log import RaftLog
 from rocketcluster.controller.raft.sim import SimOptions, Simulation, SimulationFailure, run_seeds
 
-# 600 seeds in chunks (each a test case, so a failure names its chunk), about 40 s of
-# one core. `make test` runs more from seed 600 on beside the tests marked `alone`
+# 800 seeds in chunks (each a test case, so a failure names its chunk), about 50 s of
+# one core. `make test` runs more from seed 800 on beside the tests marked `alone`
 # (scripts/alone-beside-sim.sh: a steady load while they compare rates), and `make sim`
 # runs 10,000.
-TOTAL_SEEDS = 600
+TOTAL_SEEDS = 800
 CHUNK = 100
 OPTIONS = SimOptions(steps=600, liveness_ticks=400)
 
