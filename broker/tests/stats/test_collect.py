@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from rocketcluster.api.names import retry_topic
-from rocketcluster.api.stats import SegmentStats
 from rocketcluster.api.topics import TopicSpec
 from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.stats import collect
 from rocketcluster.broker.stats.reads import ReadRecorder
+from rocketcluster.broker.stats.rows import SegmentRow
 from rocketcluster.broker.stats.segments import SegmentTracker
 from rocketcluster.broker.store import FlushMode, MessageStore, MessageToStore, StoredMessage
 from rocketcluster.broker.store.replica import truncate_to
@@ -269,4 +269,4 @@ async def test_segment_rows_carry_read_times_and_skip_the_brokers_own_topics(
     head = by_segment[first - first % SEGMENT]
     assert head.last_read_time == 99 and not head.tiered
     assert all(r.last_read_time is None for r in rows if r is not head)
-    assert all(isinstance(r, SegmentStats) for r in rows)
+    assert all(isinstance(r, SegmentRow) for r in rows)

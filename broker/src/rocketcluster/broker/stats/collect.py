@@ -1,4 +1,4 @@
-"""Building a StatsSnapshot (api/stats.py) from the store and the consume state.
+"""The rows of a stats snapshot (api/stats.py), from the store and the consume state.
 
 Plain functions over the store's structures and the time passed in, so tests check
 them on a real store with known answers and the publisher only schedules them.
@@ -23,10 +23,11 @@ from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from rocketcluster.api.names import SYSTEM_TOPIC_PREFIX, retry_topic
-from rocketcluster.api.stats import ConsumerStats, QueueStats, SegmentStats, StatsSnapshot
+from rocketcluster.api.stats import StatsSnapshot, snapshot_head
 from rocketcluster.api.topics import TopicSpec
 from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.stats.reads import ReadRecorder
+from rocketcluster.broker.stats.rows import ConsumerRow, QueueRow, SegmentRow
 from rocketcluster.broker.stats.segments import ShareRow
 from rocketcluster.broker.store import CommitLog, StoreError
 from rocketcluster.broker.store.consumequeue import ConsumeQueue, ConsumeQueueTable
@@ -92,8 +93,8 @@ def queue_stats(
     table: ConsumeQueueTable,
     clog: CommitLog,
     reads: ReadRecorder,
-    previous: Mapping[QueueKey, QueueStats] | None = None,
-) -> list[QueueStats]:
+    previous: Mapping[QueueKey, QueueRow] | None = None,
+) -> list[QueueRow]:
     """A row per queue. A row of ``previous`` (the last snapshot's) whose offsets and
     last read are unchanged is reused as it is: its store times are those of the same
     entries, and reading them again costs two commit-log reads a queue, which with
@@ -114,11 +115,11 @@ def queue_stats(
             rows.append(prev)
             continue
         rows.append(
-            QueueStats(
-                topic=topic,
-                queue_id=qid,
-                min_offset=lo,
-                max_offset=hi,
+            QueueRow(
+                topic,
+                qid,
+                lo,
+                hi,
                 head_store_time=entry_store_time(cq, lo, clog) if hi > lo else None,
                 tail_store_time=entry_store_time(cq, hi - 1, clog) if hi > lo else None,
                 last_read_time=last_read,
@@ -129,7 +130,7 @@ def queue_stats(
 
 def consumer_stats(
     where: Mapping[StateKey, Position], table: ConsumeQueueTable, clog: CommitLog
-) -> list[ConsumerStats]:
+) -> list[ConsumerRow]:
     rows = []
     for (group, topic, qid), pos in sorted(where.items()):
         if not reported(topic):
@@ -141,13 +142,13 @@ def consumer_stats(
         oldest = max(pos.committed, lo)
         own_retry = topic == retry_topic(group)
         rows.append(
-            ConsumerStats(
-                consumer_group=group,
-                topic=topic,
-                queue_id=qid,
-                committed_offset=pos.committed,
-                min_offset=lo,
-                max_offset=hi,
+            ConsumerRow(
+                group,
+                topic,
+                qid,
+                pos.committed,
+                lo,
+                hi,
                 committed_store_time=entry_store_time(cq, oldest, clog) if oldest < hi else None,
                 inflight=pos.inflight,
                 retry=max(0, hi - oldest) if own_retry else pos.waiting,
@@ -161,8 +162,8 @@ def segment_stats(
     reads: ReadRecorder,
     tiered_below: Callable[[str, int], float] | None = None,
     segment_size: int = 0,
-    previous: Mapping[SegmentKey, SegmentStats] | None = None,
-) -> list[SegmentStats]:
+    previous: Mapping[SegmentKey, SegmentRow] | None = None,
+) -> list[SegmentRow]:
     """``tiered_below(topic, queue)``: the commit-log offset below which the queue's
     messages are all in the tier; a row is tiered when its whole segment is below.
     A row of ``previous`` equal in every field is reused (no model built again)."""
@@ -190,12 +191,12 @@ def segment_stats(
             out.append(prev)
             continue
         out.append(
-            SegmentStats(
-                topic=row.topic,
-                queue_id=row.queue_id,
-                segment=row.segment,
-                bytes=share.bytes,
-                messages=share.messages,
+            SegmentRow(
+                row.topic,
+                row.queue_id,
+                row.segment,
+                share.bytes,
+                share.messages,
                 min_store_time=share.min_store_time,
                 max_store_time=share.max_store_time,
                 last_read_time=last_read,
@@ -212,19 +213,14 @@ class Identity:
     broker_id: int
 
 
-def build_snapshot(
-    identity: Identity,
-    now_ms: int,
-    queues: list[QueueStats],
-    consumers: list[ConsumerStats],
-    segments: list[SegmentStats],
-) -> StatsSnapshot:
-    return StatsSnapshot(
-        time=now_ms,
-        cluster=identity.cluster,
-        broker_group=identity.broker_group,
-        broker_id=identity.broker_id,
-        queues=queues,
-        consumers=consumers,
-        segments=segments,
+def snapshot_head_of(identity: Identity, now_ms: int) -> dict[str, object]:
+    """What every body of the snapshot taken at ``now_ms`` repeats, as the format's
+    model writes it."""
+    return snapshot_head(
+        StatsSnapshot(
+            time=now_ms,
+            cluster=identity.cluster,
+            broker_group=identity.broker_group,
+            broker_id=identity.broker_id,
+        )
     )

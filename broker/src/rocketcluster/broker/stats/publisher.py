@@ -20,25 +20,16 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
-from rocketcluster.api.stats import (
-    ROW_KINDS,
-    STATS_TOPIC,
-    QueueStats,
-    SegmentStats,
-    StatsSnapshot,
-    pack_bodies,
-    row_json,
-    snapshot_head,
-)
+from rocketcluster.api.stats import ROW_KINDS, STATS_TOPIC, pack_bodies
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.messaging.registry import TopicRegistry
 from rocketcluster.broker.stats import collect
 from rocketcluster.broker.stats.collect import Identity, QueueKey, SegmentKey, StateKey
 from rocketcluster.broker.stats.reads import ReadRecorder
+from rocketcluster.broker.stats.rows import ConsumerRow, QueueRow, SegmentRow
 from rocketcluster.broker.stats.segments import SegmentTracker
 from rocketcluster.broker.store import MessageStore, MessageToStore, PutResult, StoreError
 from rocketcluster.broker.store.record import encode_properties
@@ -67,6 +58,30 @@ class StatsSources:
     # Tiered storage: the commit-log offset below which a queue's messages are all in
     # the tier (segment rows say whether the tier holds their part); None: no tier.
     tiered_below: Callable[[str, int], float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRows:
+    """One snapshot as a broker builds it: the head every body repeats and the rows,
+    each with its JSON."""
+
+    head: dict[str, object]
+    queues: list[QueueRow]
+    consumers: list[ConsumerRow]
+    segments: list[SegmentRow]
+
+    @property
+    def count(self) -> int:
+        return len(self.queues) + len(self.consumers) + len(self.segments)
+
+    def bodies_input(self) -> list[tuple[str, bytes]]:
+        """``(kind, row JSON)`` in the order bodies hold them."""
+        kinds: dict[str, list[QueueRow] | list[ConsumerRow] | list[SegmentRow]] = {
+            "queues": self.queues,
+            "consumers": self.consumers,
+            "segments": self.segments,
+        }
+        return [(kind, row.json) for kind in ROW_KINDS for row in kinds[kind]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +115,11 @@ class StatsPublisherService:
         self.max_body = max_body
         clog = sources.store.commitlog
         self.tracker = SegmentTracker(clog.segment_size, clog.store_timestamp)
-        # The last snapshot's rows, and each row's JSON: a row nothing changed in is
+        # The last snapshot's rows (each holds its JSON): a row nothing changed in is
         # neither read from the store nor built nor encoded again (issue #27: with
         # 100,000 queues a snapshot took ~10 s of CPU and held the loop for 5 s).
-        self._queue_rows: dict[QueueKey, QueueStats] = {}
-        self._segment_rows_last: dict[SegmentKey, SegmentStats] = {}
-        self._encoded: dict[int, tuple[BaseModel, bytes]] = {}  # by id() of the row
+        self._queue_rows: dict[QueueKey, QueueRow] = {}
+        self._segment_rows_last: dict[SegmentKey, SegmentRow] = {}
         self.failure: str | None = None  # why the last publish failed, until one works
         self.last: Published | None = None
         self._was_active = False
@@ -142,7 +156,6 @@ class StatsPublisherService:
         self.tracker.reset()
         self._queue_rows.clear()
         self._segment_rows_last.clear()
-        self._encoded.clear()
 
     async def publish_once(self, now_ms: int | None = None) -> Published | None:
         """Collect and append one snapshot; None (and the reason in ``failure``) when
@@ -150,7 +163,11 @@ class StatsPublisherService:
         started = time.monotonic()
         now = int(time.time() * 1000) if now_ms is None else now_ms
         snapshot = await self.collect(now)
-        bodies = await self._encode(snapshot)
+        # Pure work on rows nothing changes any more: in a thread, which yields the
+        # interpreter to the loop every few milliseconds.
+        bodies = await asyncio.to_thread(
+            pack_bodies, snapshot.head, snapshot.bodies_input(), max_body=self.max_body
+        )
         collected = time.monotonic()
         topic = self._sources.registry.ensure_system_topic(STATS_TOPIC)
         messages = [_stats_message(topic.name, body, now) for body in bodies]
@@ -158,25 +175,24 @@ class StatsPublisherService:
         if not result.ok:
             self._failed(f"{result.status.value}: {result.reason}")
             return None
-        rows = len(snapshot.queues) + len(snapshot.consumers) + len(snapshot.segments)
         self.last = Published(
             now,
             len(messages),
-            rows,
+            snapshot.count,
             result.records[0].queue_offset,
             collected - started,
             time.monotonic() - collected,
         )
         return self.last
 
-    async def collect(self, now_ms: int) -> StatsSnapshot:
+    async def collect(self, now_ms: int) -> SnapshotRows:
         src = self._sources
         store = src.store
         segments = await self._segment_rows()
         await asyncio.sleep(0)
         keys = collect.queue_keys(src.registry.topics(), store.queues)
         await asyncio.sleep(0)
-        queues: list[QueueStats] = []
+        queues: list[QueueRow] = []
         last = self._queue_rows
         for start in range(0, len(keys), ROWS_PER_STEP):
             part = keys[start : start + ROWS_PER_STEP]
@@ -187,14 +203,15 @@ class StatsPublisherService:
         served = {g.name for g in src.registry.groups()}
         where = collect.positions(src.states(), store.metadata.all_offsets(), served, now_ms)
         positions = sorted(where.items())
-        consumers = []
+        consumers: list[ConsumerRow] = []
         for start in range(0, len(positions), ROWS_PER_STEP):
             step = dict(positions[start : start + ROWS_PER_STEP])
             consumers += collect.consumer_stats(step, store.queues, store.commitlog)
             await asyncio.sleep(0)
-        return collect.build_snapshot(src.identity(), now_ms, queues, consumers, segments)
+        head = collect.snapshot_head_of(src.identity(), now_ms)
+        return SnapshotRows(head, queues, consumers, segments)
 
-    async def _segment_rows(self) -> list[SegmentStats]:
+    async def _segment_rows(self) -> list[SegmentRow]:
         """Bring the per-segment counts up to date, yielding to the loop between chunks
         (the first scan after a start reads every consume queue)."""
         store = self._sources.store
@@ -222,7 +239,7 @@ class StatsPublisherService:
                 await asyncio.sleep(0)
         tracker.drop_below(clog.min_offset)
         reads.forget_segments_below(clog.min_offset)
-        rows: list[SegmentStats] = []
+        rows: list[SegmentRow] = []
         last = self._segment_rows_last
         for part in tracker.rows_in_parts(ROWS_PER_STEP):
             rows += collect.segment_stats(
@@ -231,28 +248,6 @@ class StatsPublisherService:
             await asyncio.sleep(0)
         self._segment_rows_last = {(r.topic, r.queue_id, r.segment): r for r in rows}
         return rows
-
-    async def _encode(self, snapshot: StatsSnapshot) -> list[bytes]:
-        """The snapshot's bodies within ``max_body``; each row's JSON reused from the
-        last snapshot when it is the same row object, and the loop served between
-        chunks of rows."""
-        encoded: dict[int, tuple[BaseModel, bytes]] = {}
-        rows: list[tuple[str, bytes]] = []
-        last = self._encoded
-        for kind in ROW_KINDS:
-            for n, row in enumerate(getattr(snapshot, kind), 1):
-                hit = last.get(id(row))
-                data = hit[1] if hit is not None and hit[0] is row else row_json(row)
-                encoded[id(row)] = (row, data)
-                rows.append((kind, data))
-                if n % ROWS_PER_STEP == 0:
-                    await asyncio.sleep(0)
-        self._encoded = encoded
-        # Pure work on rows nothing changes any more: in a thread, which yields the
-        # interpreter to the loop every few milliseconds.
-        return await asyncio.to_thread(
-            pack_bodies, snapshot_head(snapshot), rows, max_body=self.max_body
-        )
 
     def status(self) -> dict[str, object]:
         """For the admin API: whether snapshots go out, and the last one's cost."""
