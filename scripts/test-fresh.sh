@@ -26,6 +26,8 @@ cleanup() {
     # Containers and images of the fresh storage first, so no layer stays mounted.
     CONTAINERS_STORAGE_CONF="$work/containers/storage.conf" buildah rm --all >/dev/null 2>&1 || true
     CONTAINERS_STORAGE_CONF="$work/containers/storage.conf" buildah rmi --all --force >/dev/null 2>&1 || true
+    # Whatever is still mounted below the directory (an interrupted build), deepest first.
+    findmnt -rn -o TARGET | grep "^$work/" | sort -r | xargs -r umount 2>/dev/null || true
     rm -rf "$work" 2>/dev/null || echo "could not remove all of $work"
   fi
   exit "$status"
@@ -39,10 +41,12 @@ if [ -d "$shared" ]; then
   ln -s "$(cd "$shared" && pwd)" "$work/shared"
 fi
 
-# An empty buildah storage of its own (vfs: nothing to unmount when it goes).
+# An empty buildah storage of its own, with the driver a new machine's buildah takes
+# (overlay; vfs copied whole layers: 230 s of CPU for the test images against 198 s).
+# The cleanup removes its containers and images first, so no layer stays mounted.
 cat >"$work/containers/storage.conf" <<EOF
 [storage]
-driver = "vfs"
+driver = "overlay"
 graphroot = "$work/containers/storage"
 runroot = "$work/containers/run"
 EOF
