@@ -75,13 +75,15 @@ typecheck: setup
 	$(RUN) mypy api/src broker/src controller/src ctl/src operator/src e2e/src spark-jobs/src \
 	  api/tests broker/tests controller/tests ctl/tests operator/tests e2e/tests e2e/local e2e/k8s e2e/monitoring spark-jobs/tests
 
-# Two pytest-xdist workers: while one waits on a failover, a roll or a long poll, the
-# other computes (e2e/src/rocketcluster/e2e/test_order.py: slow files start first,
-# the Spark tests share one worker's session). Tests marked `alone` compare rates
+# Three pytest-xdist workers on two cores: while one waits on a failover, a roll or a
+# long poll, the others compute (e2e/src/rocketcluster/e2e/test_order.py: slow files
+# start first, the Spark tests share one worker's session). With two, the cores stood
+# idle a fifth of the time; a fresh clone's parallel step took 19:20 with two and
+# 17:20 with three, the chaos suite beside both. Tests marked `alone` compare rates
 # measured one after the other, which a neighbour's changing load would skew: they run
 # after, in one process, beside the Raft simulator's further seeds, a load that does
 # not change (scripts/alone-beside-sim.sh). TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 unit: unit-parallel
 ifneq ($(TEST_WORKERS),0)
 	@$(MAKE) --no-print-directory unit-alone

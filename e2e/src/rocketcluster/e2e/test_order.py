@@ -1,12 +1,12 @@
 """A pytest plugin: the order tests run in, and how pytest-xdist shares them out
-(``addopts = -p rocketcluster.e2e.test_order``; ``make test`` runs ``-n 2 --dist
+(``addopts = -p rocketcluster.e2e.test_order``; ``make test`` runs ``-n 3 --dist
 loadfile``).
 
 Why: most of the suite's wall time is a few files that start clusters, emulators,
 Spark or Prometheus and then mostly wait (failovers, long polls, rolls), while the
-rest is hundreds of short CPU-bound tests. Two workers overlap the waiting of one
-with the work of the other, but only if the long files start first: a worker that
-picks up a five-minute journey at the end leaves the other idle for five minutes.
+rest is hundreds of short CPU-bound tests. Several workers overlap the waiting of one
+with the work of the others, but only if the long files start first: a worker that
+picks up a five-minute journey at the end leaves the others idle for five minutes.
 
 - **Slow files first.** Files holding a test marked ``slow`` run before the others
   (both with and without xdist: the order inside each group is the collection order,
