@@ -85,9 +85,7 @@ typecheck: setup
 # not change (scripts/alone-beside-sim.sh). TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 3
 unit: unit-parallel
-ifneq ($(TEST_WORKERS),0)
 	@$(MAKE) --no-print-directory unit-alone
-endif
 
 unit-parallel: setup debs node-deps
 ifeq ($(TEST_WORKERS),0)
@@ -96,8 +94,11 @@ else
 	$(RUN) pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS)
 endif
 
+# (Nothing to do with TEST_WORKERS=0: unit-parallel ran the alone tests too.)
 unit-alone: setup debs node-deps
+ifneq ($(TEST_WORKERS),0)
 	$(RUN) scripts/alone-beside-sim.sh $(PYTEST_ARGS)
+endif
 
 # Debian packages the tests use, installed when missing: buildah and mmdebstrap build
 # the images, docker-registry is the registry the image test pushes to; prometheus
@@ -137,9 +138,7 @@ $(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/packag
 # Set-up happens first, once, so parallel jobs never install at the same time.
 test: setup debs node-deps chaos-deps
 	@$(MAKE) --no-print-directory -j5 lint generated typecheck unit-parallel chaos-logged
-ifneq ($(TEST_WORKERS),0)
 	@$(MAKE) --no-print-directory unit-alone
-endif
 
 # `make test` on a fresh clone of HEAD with an empty HOME, caches and buildah storage:
 # what CI and a new machine see (scripts/test-fresh.sh). Run it before every stop.

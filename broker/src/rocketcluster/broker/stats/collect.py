@@ -166,7 +166,7 @@ def segment_stats(
 ) -> list[SegmentRow]:
     """``tiered_below(topic, queue)``: the commit-log offset below which the queue's
     messages are all in the tier; a row is tiered when its whole segment is below.
-    A row of ``previous`` equal in every field is reused (no model built again)."""
+    A row of ``previous`` equal in every field is reused (nothing built or encoded again)."""
 
     def tiered(row: ShareRow) -> bool:
         return tiered_below is not None and row.segment + segment_size <= tiered_below(

@@ -12,10 +12,10 @@ writes (``broker/tests/stats/test_rows.py`` checks every kind against its model)
 
 from __future__ import annotations
 
-import builtins
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 from pydantic import BaseModel
 
@@ -50,15 +50,23 @@ def _encoder(model: type[BaseModel]) -> Encoder:
     return encode
 
 
-_QUEUE_JSON = _encoder(QueueStats)
-_CONSUMER_JSON = _encoder(ConsumerStats)
-_SEGMENT_JSON = _encoder(SegmentStats)
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """What every row has besides its fields: its JSON, written by ``_ENCODE`` (the
+    encoder of the model the row stands for) when the row is built."""
+
+    _ENCODE: ClassVar[Encoder]
+    json: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "json", type(self)._ENCODE(self))
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRow:
+class QueueRow(_Row):
     """A :class:`~rocketcluster.api.stats.QueueStats` row."""
 
+    _ENCODE: ClassVar[Encoder] = _encoder(QueueStats)
     topic: str
     queue_id: int
     min_offset: int
@@ -66,16 +74,13 @@ class QueueRow:
     head_store_time: int | None = None
     tail_store_time: int | None = None
     last_read_time: int | None = None
-    json: bytes = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "json", _QUEUE_JSON(self))
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerRow:
+class ConsumerRow(_Row):
     """A :class:`~rocketcluster.api.stats.ConsumerStats` row."""
 
+    _ENCODE: ClassVar[Encoder] = _encoder(ConsumerStats)
     consumer_group: str
     topic: str
     queue_id: int
@@ -85,16 +90,13 @@ class ConsumerRow:
     committed_store_time: int | None = None
     inflight: int = 0
     retry: int = 0
-    json: bytes = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "json", _CONSUMER_JSON(self))
 
 
 @dataclass(frozen=True, slots=True)
-class SegmentRow:
+class SegmentRow(_Row):
     """A :class:`~rocketcluster.api.stats.SegmentStats` row."""
 
+    _ENCODE: ClassVar[Encoder] = _encoder(SegmentStats)
     topic: str
     queue_id: int
     segment: int
@@ -104,10 +106,6 @@ class SegmentRow:
     max_store_time: int | None = None
     last_read_time: int | None = None
     tiered: bool = False
-    json: builtins.bytes = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "json", _SEGMENT_JSON(self))
 
 
 # Which model each row stands for (the tests hold one to the other).
