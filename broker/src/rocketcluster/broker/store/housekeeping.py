@@ -5,12 +5,19 @@ interval: flush consume queues, the index and consumer offsets (on a worker thre
 then write the checkpoint; every retention interval: apply the retention policy.
 Checkpoint and retention run one after the other, so files are never deleted while a
 flush is touching them.
+
+Cancelling the task does not stop a flush already on its worker thread (a thread
+cannot be cancelled), so stopping also fences the thread: it waits for a flush in
+progress and keeps any later one from starting. Only then may the store close the
+files the flush writes: a SQLite connection closed under a running transaction
+crashes the process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from typing import Protocol
 
@@ -60,6 +67,8 @@ class Housekeeping:
     def __init__(self, store: HousekeptStore) -> None:
         self._store = store
         self._task: asyncio.Task[None] | None = None
+        self._flushing = threading.Lock()  # held by a flush on its worker thread
+        self._fenced = False  # set under _flushing: no flush may start any more
         self._last_checkpoint = time.monotonic()
         self._last_retention = time.monotonic()
         self.last_retention: RetentionDecision | None = None
@@ -70,14 +79,22 @@ class Housekeeping:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="store-housekeeping")
 
-    def cancel(self) -> None:
+    def abandon(self) -> None:
+        """Cancel the task and fence its flush thread, blocking for at most one flush:
+        what ``MessageStore.abandon`` (synchronous) needs before it closes the files."""
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        self._fence()
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         await cancel_and_wait(task)
+        await asyncio.to_thread(self._fence)
+
+    def _fence(self) -> None:
+        with self._flushing:
+            self._fenced = True
 
     async def _run(self) -> None:
         cfg = self._store.config
@@ -102,14 +119,18 @@ class Housekeeping:
         store = self._store
         covered = min(store.dispatched_offset, store.index.indexed_offset)
 
-        def flush() -> None:
-            store.queues.flush()
-            store.index.sync()
+        def flush() -> bool:
+            with self._flushing:
+                if self._fenced:
+                    return False
+                store.queues.flush()
+                store.index.sync()
+                return True
 
-        await asyncio.to_thread(flush)
+        if not await asyncio.to_thread(flush) or store.closed:
+            return  # the store is closing: its close writes the last checkpoint
         store.metadata.persist_offsets()
-        if not store.closed:
-            store.write_checkpoint(clean=False, logics=covered)
+        store.write_checkpoint(clean=False, logics=covered)
 
     def apply_retention(self, now: float | None = None) -> RetentionDecision:
         store = self._store

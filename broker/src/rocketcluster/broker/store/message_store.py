@@ -191,7 +191,7 @@ class MessageStore:
         if self._closed:
             return
         self._closed = True
-        self._housekeeping.cancel()
+        self._housekeeping.abandon()
         self._flush.failure = self._flush.failure or StoreClosedError()
         self._flush.stop()
         self.index.stop(drain=False)
