@@ -14,7 +14,14 @@ Each drain must consume every acknowledged message, must never meet four empty
 receives in a row while a master reports lag (empty receives then mean the consumer is
 asking a drained group while another holds its backlog), and must drain at 0.8x or
 more of the rate without the failover. FIFO drains must keep each message group's
-acknowledged order."""
+acknowledged order.
+
+The rates are CPU-bound (a drain keeps both cores of the machine busy), and the machine
+is shared: the same drain repeated minute after minute moved by up to 20 % here, and a
+busy minute halved it. So the drain after the failover is judged against the normal
+drain measured just before the failover and, only when it falls short of that one,
+against the same drain measured again just after (on the healed cluster): a stall (the
+issue's drained 18 times slower) falls short of both, a busy minute of one."""
 
 from __future__ import annotations
 
@@ -50,16 +57,21 @@ ROUNDS = {
 }
 
 
-def _names(prefix: str, failover: bool) -> str:
-    return f"{prefix}-{'failover' if failover else 'base'}"
+# A round's phase: the normal drain before the failover, the drain after it, and the
+# normal drain again once the cluster is healed (only for a client that needs it).
+PHASES = ("base", "failover", "rebase")
+
+
+def _names(prefix: str, phase: str) -> str:
+    return f"{prefix}-{phase}"
 
 
 def _cluster() -> RocketCluster:
     spec = yaml.safe_load(EXAMPLE.read_text())
     spec["metadata"]["name"] = "drain"
     for prefix, fifo in ROUNDS.items():
-        for failover in (False, True):
-            name = _names(prefix, failover)
+        for phase in PHASES:
+            name = _names(prefix, phase)
             spec["spec"]["consumerGroups"].append({"name": name, "fifo": fifo})
             kind = "FIFO" if fifo else "NORMAL"
             spec["spec"]["topics"].append({"name": name, "queues": 4, "messageType": kind})
@@ -96,15 +108,18 @@ class Produced:
     victim: str | None
 
 
-def _produce(cluster: Cluster, *, kill: bool) -> dict[str, Produced]:
-    """Send to every round's topic at once with the official Producer (one each);
-    with ``kill``, SIGKILL the first group's master after BEFORE_KILL_S. Every send is
-    acknowledged or counted as failed."""
+def _produce(cluster: Cluster, phase: str, prefixes: list[str]) -> dict[str, Produced]:
+    """Send to the ``phase`` topic of every prefix at once with the official Producer
+    (one each); in the failover phase, SIGKILL the first group's master after
+    BEFORE_KILL_S. Every send is acknowledged or counted as failed."""
+    kill = phase == "failover"
     workloads = {
         prefix: Workload(
-            cluster.endpoints, topic=_names(prefix, kill), message_groups=8 if fifo else 0
+            cluster.endpoints,
+            topic=_names(prefix, phase),
+            message_groups=8 if ROUNDS[prefix] else 0,
         )
-        for prefix, fifo in ROUNDS.items()
+        for prefix in prefixes
     }
     for workload in workloads.values():
         workload.start(producers=1)
@@ -165,58 +180,68 @@ def _node(cluster: Cluster, group: str, topic: str, expected: set[str]) -> Drain
 
 @dataclass
 class Round:
-    """One client's two drains: without the failover, and after it."""
+    """One client's drains: without the failover, after it, and (when the first
+    comparison fell short) without it again after the heal."""
 
-    base: Drain
-    after: Drain
-    base_produced: Produced
-    produced: Produced
+    base: tuple[Drain, Produced]
+    after: tuple[Drain, Produced]
+    rebase: tuple[Drain, Produced] | None = None
+
+    def short_of(self, reference: Drain) -> bool:
+        return self.after[0].rate < MIN_RATE_RATIO * reference.rate
 
 
-def _drain_all(cluster: Cluster, failover: bool, produced: dict[str, Produced]) -> dict[str, Drain]:
-    """Every round's drain, one after the other in the same order each time, each
-    alone on the cluster as in the issue's scenario (drains side by side slowed each
-    other unevenly: their ratios moved by 20 %). Without Node.js its round is left out:
-    its test fails saying why."""
+def _drain_all(cluster: Cluster, phase: str, produced: dict[str, Produced]) -> dict[str, Drain]:
+    """Every produced prefix's drain, one after the other in the same order each time,
+    each alone on the cluster as in the issue's scenario (drains side by side slowed
+    each other unevenly: their ratios moved by 20 %)."""
     drainers: dict[str, Drainer] = {"py": _python, "py-fifo": _python, "node": _node}
-    if node_available():
-        del drainers["node"]
     return {
-        prefix: drainer(cluster, name, name, produced[prefix].acked)
-        for prefix, drainer in drainers.items()
-        for name in [_names(prefix, failover)]
+        prefix: drainers[prefix](cluster, name, name, produced[prefix].acked)
+        for prefix in produced
+        for name in [_names(prefix, phase)]
     }
+
+
+def _phase(cluster: Cluster, phase: str, prefixes: list[str]) -> dict[str, tuple[Drain, Produced]]:
+    produced = _produce(cluster, phase, prefixes)
+    drains = _drain_all(cluster, phase, produced)
+    return {prefix: (drains[prefix], produced[prefix]) for prefix in prefixes}
 
 
 @pytest.fixture(scope="module")
 def rounds(cluster: Cluster) -> dict[str, Round]:
-    """The drains without a failover, then the same after one. The three producers
-    send side by side (one failover for all three), the drains follow one by one."""
-    base_produced = _produce(cluster, kill=False)
-    base = _drain_all(cluster, False, base_produced)
-    produced = _produce(cluster, kill=True)
+    """The drains without a failover, then the same after one; the three producers
+    send side by side (one failover for all three), the drains follow one by one.
+    Without Node.js its round is left out: its test fails saying why."""
+    prefixes = [p for p in ROUNDS if p != "node" or node_available() is None]
+    base = _phase(cluster, "base", prefixes)
     try:
-        after = _drain_all(cluster, True, produced)
+        after = _phase(cluster, "failover", prefixes)
     finally:
         cluster.heal()  # the killed master back as a slave
-    return {
-        prefix: Round(base[prefix], after[prefix], base_produced[prefix], produced[prefix])
-        for prefix in base
-    }
+    done = {prefix: Round(base[prefix], after[prefix]) for prefix in prefixes}
+    short = [prefix for prefix, r in done.items() if r.short_of(r.base[0])]
+    if short:
+        for prefix, again in _phase(cluster, "rebase", short).items():
+            done[prefix].rebase = again
+    return done
 
 
 def _judge(cluster: Cluster, rounds: dict[str, Round], prefix: str) -> Round:
-    """Both drains of ``prefix`` checked, and the second's rate against the first's."""
+    """Every drain of ``prefix`` checked, and the rate after the failover against the
+    rate without it (measured before, and when that falls short, after)."""
     done = rounds[prefix]
-    _check(done.base, done.base_produced, f"{prefix} without a failover")
-    _check(done.after, done.produced, f"{prefix} after the failover")
-    print(
-        f"\n{prefix}: without a failover {done.base.describe()}"
-        f"\n{prefix}: after it {done.after.describe()}"
-    )
-    assert done.after.rate >= MIN_RATE_RATIO * done.base.rate, (
-        f"{prefix}: drained at {done.after.rate:.0f}/s after the failover, "
-        f"{done.base.rate:.0f}/s without"
+    normal = [("without a failover", done.base)]
+    if done.rebase is not None:
+        normal.append(("without a failover, again after the heal", done.rebase))
+    for what, (drain, produced) in [*normal, ("after the failover", done.after)]:
+        _check(drain, produced, f"{prefix} {what}")
+        print(f"\n{prefix} {what}: {drain.describe()}")
+    rates = ", ".join(f"{d.rate:.0f}/s {what}" for what, (d, _) in normal)
+    assert not all(done.short_of(d) for _, (d, _) in normal), (
+        f"{prefix}: drained at {done.after[0].rate:.0f}/s after the failover, less than "
+        f"{MIN_RATE_RATIO}x of each normal drain: {rates}"
     )
     _only_masters_export_lag(cluster)
     return done
@@ -250,8 +275,8 @@ def test_python_fifo_consumer_drains_in_order_after_a_master_failover(
     cluster: Cluster, rounds: dict[str, Round]
 ) -> None:
     done = _judge(cluster, rounds, "py-fifo")
-    _check_fifo(done.base, done.base_produced)
-    _check_fifo(done.after, done.produced)
+    for drain, produced in filter(None, (done.base, done.after, done.rebase)):
+        _check_fifo(drain, produced)
 
 
 def test_node_consumer_drains_after_a_master_failover(
