@@ -127,6 +127,32 @@ async def test_new_topics_and_groups_are_served_without_a_restart(
     assert source.asked == [0, 1]
 
 
+async def test_a_catalogue_of_thousands_is_served_after_one_poll_and_a_restart(
+    broker: Broker, source: FakeSource
+) -> None:
+    """10,000 topics and 2,000 groups in one catalogue version (written in one
+    metadata transaction each, not one per name)."""
+    topics = [TopicSpec(name=f"many-{i:05d}", queues=8) for i in range(10_000)]
+    groups = [ConsumerGroupSpec(name=f"many-readers-{i:04d}") for i in range(2_000)]
+    source.publish(topics=topics, consumerGroups=groups)
+    assert await broker.service.poll_once()
+    assert broker.registry.require_topic("many-09999").queues == 8
+    assert broker.registry.require_group("many-readers-1999")
+    broker.restart()
+    assert {t.name for t in broker.registry.topics()} >= {t.name for t in topics}
+    assert len(broker.registry.groups()) == 2_000 + 1  # and the config's own
+
+
+def test_a_refused_shrink_among_many_puts_none_of_them(broker: Broker) -> None:
+    with pytest.raises(MessagingError, match="shrinking"):
+        broker.registry.put_topics(
+            [TopicSpec(name="new-one", queues=4), TopicSpec(name="boot", queues=1)]
+        )
+    assert broker.registry.get_topic("new-one") is None
+    assert broker.metadata.get_topic("new-one") is None
+    assert broker.registry.require_topic("boot").queues == 2
+
+
 async def test_queue_counts_grow_but_never_shrink(
     broker: Broker, source: FakeSource, caplog: pytest.LogCaptureFixture
 ) -> None:

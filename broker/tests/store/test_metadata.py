@@ -67,3 +67,26 @@ def test_tier_object_names_refuse_unsafe_topics() -> None:
     for bad in ("..", "a/b", "t\x00"):
         with pytest.raises(ValueError, match="cannot name a tier object"):
             segment_name("c/g/segments/", bad, 0, 0)
+
+
+def test_many_topics_and_groups_are_one_write_all_or_none(tmp_path: Path) -> None:
+    """A catalogue of thousands of names is one synced transaction; a bad name in it
+    writes none of them."""
+    meta = MetadataStore(tmp_path / "meta")
+    try:
+        topics = [TopicSpec(name=f"t-{i:05d}", queues=8) for i in range(3000)]
+        groups = [ConsumerGroupSpec(name=f"g-{i:04d}") for i in range(500)]
+        meta.put_topics(topics)
+        meta.put_groups(groups)
+        bad = TopicSpec.model_construct(name="no spaces", queues=1)
+        with pytest.raises(InvalidNameError):
+            meta.put_topics([TopicSpec(name="fine", queues=1), bad])
+        assert meta.get_topic("fine") is None
+        meta.put_topics([])
+    finally:
+        meta.close()
+    meta = MetadataStore(tmp_path / "meta")
+    try:
+        assert meta.list_topics() == topics and meta.list_groups() == groups
+    finally:
+        meta.close()

@@ -35,7 +35,6 @@ from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.catalogue import Catalogue
 from rocketcluster.api.client.controller import ControllerUnavailable
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
-from rocketcluster.broker.messaging.codes import MessagingError
 from rocketcluster.broker.messaging.registry import TopicRegistry
 from rocketcluster.broker.messaging.routes import RouteTable
 from rocketcluster.broker.store import MetadataStore
@@ -191,6 +190,7 @@ class CatalogueService:
     def _apply_topics(self, previous: Catalogue | None, topics: list[TopicSpec]) -> list[str]:
         reg = self._registry
         changes = []
+        puts: list[tuple[TopicSpec | None, TopicSpec | None, TopicSpec]] = []
         for topic in topics:
             served = reg.get_topic(topic.name)
             known = reg.known_topic(topic.name)
@@ -204,14 +204,12 @@ class CatalogueService:
                     )
             else:
                 self._refused_shrinks.pop(topic.name, None)
-            if served == wanted:
-                continue
-            try:
-                reg.put_topic(wanted)
-            except MessagingError as exc:
-                changes.append(f"topic {topic.name} not applied: {exc.message}")
-                continue
-            changes.append(_topic_change(served, known, wanted))
+            if served != wanted:
+                puts.append((served, known, wanted))
+        # One metadata write for them all (a catalogue may bring thousands at once);
+        # unshrunk above means none is refused.
+        reg.put_topics([wanted for _, _, wanted in puts])
+        changes += [_topic_change(served, known, wanted) for served, known, wanted in puts]
         before = [t.name for t in previous.topics] if previous else []
         for name in self._to_retire(before, topics, self._bootstrap_topics, self._held_topics):
             if reg.retire_topic(name):
@@ -225,12 +223,11 @@ class CatalogueService:
     ) -> list[str]:
         reg = self._registry
         changes = []
-        for group in groups:
-            served = reg.get_group(group.name)
-            if served == group:
-                continue
-            revived = served is None and group.name in reg.retired_groups()
-            reg.put_group(group)
+        retired = set(reg.retired_groups())
+        puts = [(served, g) for g in groups if (served := reg.get_group(g.name)) != g]
+        reg.put_groups([group for _, group in puts])  # one metadata write
+        for served, group in puts:
+            revived = served is None and group.name in retired
             if revived:
                 changes.append(f"consumer group {group.name} served again, from its offsets")
             elif served is None:

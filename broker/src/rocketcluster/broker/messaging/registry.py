@@ -13,6 +13,8 @@ never shrunk under stored messages). Only the admin API deletes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rocketcluster.api.names import group_name_problem, topic_name_problem
 from rocketcluster.api.topics import ConsumerGroupSpec, MessageType, TopicSpec
 from rocketcluster.broker.messaging.codes import Code, MessagingError
@@ -44,17 +46,22 @@ class TopicRegistry:
         queue count the catalogue or the admin API raised since). Without ``revive`` (a
         slave adopting its master's metadata) retired names stay retired: only this
         broker's own catalogue brings them back."""
+        changed_topics = []
         for topic in topics:
             if not revive and topic.name in self._retired_topics:
                 continue
             topic = self.unshrunk(topic)  # noqa: PLW2901
             if self._topics.get(topic.name) != topic:
-                self.put_topic(topic)
-        for group in groups:
-            if not revive and group.name in self._retired_groups:
-                continue
-            if self._groups.get(group.name) != group:
-                self.put_group(group)
+                changed_topics.append(topic)
+        self.put_topics(changed_topics)
+        self.put_groups(
+            [
+                group
+                for group in groups
+                if (revive or group.name not in self._retired_groups)
+                and self._groups.get(group.name) != group
+            ]
+        )
 
     def _save_retired(self) -> None:
         self._metadata.put_value(
@@ -97,18 +104,27 @@ class TopicRegistry:
 
     def put_topic(self, spec: TopicSpec) -> TopicSpec:
         """Create or update a topic (a retired one is served again)."""
-        existing = self.known_topic(spec.name)
-        if existing is not None and spec.queues < existing.queues:
-            raise MessagingError(
-                Code.BAD_REQUEST,
-                f"topic {spec.name!r} has {existing.queues} queues; shrinking would strand "
-                "messages (create a new topic instead)",
-            )
-        self._metadata.put_topic(spec)
-        self._topics[spec.name] = spec
-        if self._retired_topics.pop(spec.name, None) is not None:
-            self._save_retired()
+        self.put_topics([spec])
         return spec
+
+    def put_topics(self, specs: Sequence[TopicSpec]) -> None:
+        """Create or update every topic of ``specs`` in one metadata write (all or
+        none: a shrink refused for one refuses them all)."""
+        for spec in specs:
+            existing = self.known_topic(spec.name)
+            if existing is not None and spec.queues < existing.queues:
+                raise MessagingError(
+                    Code.BAD_REQUEST,
+                    f"topic {spec.name!r} has {existing.queues} queues; shrinking would "
+                    "strand messages (create a new topic instead)",
+                )
+        self._metadata.put_topics(specs)
+        revived = False
+        for spec in specs:
+            self._topics[spec.name] = spec
+            revived |= self._retired_topics.pop(spec.name, None) is not None
+        if revived:
+            self._save_retired()
 
     def retire_topic(self, name: str) -> bool:
         """Stop serving ``name``, keeping its spec and messages; False if not served."""
@@ -160,11 +176,18 @@ class TopicRegistry:
     def put_group(self, spec: ConsumerGroupSpec) -> ConsumerGroupSpec:
         """Create or update a consumer group (a retired one is served again, from the
         offsets it had)."""
-        self._metadata.put_group(spec)
-        self._groups[spec.name] = spec
-        if self._retired_groups.pop(spec.name, None) is not None:
-            self._save_retired()
+        self.put_groups([spec])
         return spec
+
+    def put_groups(self, specs: Sequence[ConsumerGroupSpec]) -> None:
+        """Create or update every group of ``specs`` in one metadata write."""
+        self._metadata.put_groups(specs)
+        revived = False
+        for spec in specs:
+            self._groups[spec.name] = spec
+            revived |= self._retired_groups.pop(spec.name, None) is not None
+        if revived:
+            self._save_retired()
 
     def retire_group(self, name: str) -> bool:
         """Stop serving ``name``, keeping its spec and consumer offsets."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -32,6 +32,10 @@ def _check_name(kind: str, name: str, rule: Callable[[str], str | None]) -> None
     problem = rule(name)
     if problem:
         raise InvalidNameError(kind, name, problem)
+
+
+def _entry(spec: TopicSpec | ConsumerGroupSpec) -> tuple[bytes, bytes]:
+    return spec.name.encode(), spec.model_dump_json(by_alias=True).encode()
 
 
 def _offset_key(group: str, topic: str, queue_id: int) -> bytes:
@@ -55,28 +59,40 @@ class MetadataStore:
                 self._offsets[(group, topic, int(qid))] = _U64.unpack(value)[0]
 
     def _write(self, db: _Database | None, key: bytes, value: bytes | None) -> None:
+        self._write_many(db, [(key, value)])
+
+    def _write_many(
+        self, db: _Database | None, items: Sequence[tuple[bytes, bytes | None]]
+    ) -> None:
+        """Put (or, for a None value, delete) every item in one synced transaction:
+        one fsync for a catalogue of 10,000 topics, not 10,000."""
+        if not items:
+            return
+        size = sum(len(value or b"") for _, value in items)
         try:
             with self._env.begin(write=True, db=db) as txn:
-                if value is None:
-                    txn.delete(key)
-                else:
-                    txn.put(key, value)
+                for key, value in items:
+                    if value is None:
+                        txn.delete(key)
+                    else:
+                        txn.put(key, value)
         except lmdb.MapFullError as exc:
-            raise DiskFullError(
-                str(self.directory), len(value or b""), ": metadata map full"
-            ) from exc
+            raise DiskFullError(str(self.directory), size, ": metadata map full") from exc
         except lmdb.Error as exc:
             if "No space left" in str(exc):
-                raise DiskFullError(str(self.directory), len(value or b"")) from exc
+                raise DiskFullError(str(self.directory), size) from exc
             raise StoreError(f"metadata write failed: {exc}") from exc
 
     # -- topics --------------------------------------------------------------
 
     def put_topic(self, spec: TopicSpec) -> None:
-        _check_name("topic", spec.name, topic_name_problem)  # a spec may be model_construct-ed
-        self._write(
-            self._topics_db, spec.name.encode(), spec.model_dump_json(by_alias=True).encode()
-        )
+        self.put_topics([spec])
+
+    def put_topics(self, specs: Sequence[TopicSpec]) -> None:
+        """Create or replace every topic of ``specs`` at once (all or none)."""
+        for spec in specs:  # a spec may be model_construct-ed
+            _check_name("topic", spec.name, topic_name_problem)
+        self._write_many(self._topics_db, [_entry(spec) for spec in specs])
 
     def get_topic(self, name: str) -> TopicSpec | None:
         with self._env.begin(db=self._topics_db) as txn:
@@ -95,10 +111,13 @@ class MetadataStore:
     # -- consumer groups -------------------------------------------------------
 
     def put_group(self, spec: ConsumerGroupSpec) -> None:
-        _check_name("consumer group", spec.name, group_name_problem)
-        self._write(
-            self._groups_db, spec.name.encode(), spec.model_dump_json(by_alias=True).encode()
-        )
+        self.put_groups([spec])
+
+    def put_groups(self, specs: Sequence[ConsumerGroupSpec]) -> None:
+        """Create or replace every consumer group of ``specs`` at once (all or none)."""
+        for spec in specs:
+            _check_name("consumer group", spec.name, group_name_problem)
+        self._write_many(self._groups_db, [_entry(spec) for spec in specs])
 
     def get_group(self, name: str) -> ConsumerGroupSpec | None:
         with self._env.begin(db=self._groups_db) as txn:
