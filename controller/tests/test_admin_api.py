@@ -152,6 +152,41 @@ async def test_bad_topics_get_a_message_not_a_500(
     assert (await catalogue(http)).version == 0
 
 
+async def test_a_batch_of_entries_is_put_at_once(http: httpx.AsyncClient) -> None:
+    body = {
+        "topics": [{"name": f"t{i}", "queues": 2} for i in range(300)],
+        "consumerGroups": [{"name": "readers", "fifo": True}],
+    }
+    put = await http.post("/v1/catalogue/entries", json=body)
+    assert put.status_code == 200, put.text
+    assert put.json()["entries"] == 301 and put.json()["version"] == 1
+    found = await catalogue(http)
+    assert len(found.topics) == 300 and found.consumer_group("readers") is not None
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ({"topics": [{"name": f"t{i}"} for i in range(1001)]}, "at most 1000 entries"),
+        (
+            {"topics": [{"name": "t"}] * 600, "consumerGroups": [{"name": "g"}] * 401},
+            "at most 1000 entries",
+        ),
+        ({"topics": [{"name": "ok"}, {"name": "bad name"}]}, "only letters, digits"),
+        ({"topics": {"name": "t"}}, "topics: Input should be a valid list"),
+        ({"routes": []}, "routes: unknown field"),
+        ([], "Input should be a valid dictionary"),
+    ],
+)
+async def test_a_bad_batch_is_refused_whole(
+    http: httpx.AsyncClient, body: Any, detail: str
+) -> None:
+    answer = await http.post("/v1/catalogue/entries", json=body)
+    assert answer.status_code == 422, answer.text
+    assert detail in answer.json()["detail"]
+    assert (await catalogue(http)).version == 0
+
+
 async def test_consumer_groups_put_get_delete(http: httpx.AsyncClient) -> None:
     body = {"name": "billing", "fifo": True, "maxDeliveryAttempts": 5}
     assert (await http.put("/v1/consumer-groups/billing", json=body)).status_code == 200

@@ -279,3 +279,36 @@ def test_a_snapshot_written_before_the_catalogue_restores_with_an_empty_one() ->
     replayed.register("g0")
     replayed.register("g1")
     assert replayed.version == restored.catalogue_version
+
+
+def test_a_batch_of_entries_is_one_version_and_one_short_event() -> None:
+    m = Machine()
+    assert m.do(type="PutTopic", spec=topic("kept", queues=2)).ok
+    version, events = m.version, len(m.state.history)
+    topics = [topic(f"t{i}", queues=4) for i in range(500)] + [topic("kept", queues=2)]
+    groups = [{"name": f"g{i}"} for i in range(100)]
+    put = m.do(type="PutCatalogueEntries", topics=topics, consumerGroups=groups)
+    assert put.ok and put.data == {"changed": True, "entries": 600, "version": version + 1}
+    assert m.version == version + 1 and len(m.state.topics) == 501
+    assert m.state.consumer_groups["g99"] == {
+        "name": "g99",
+        "fifo": False,
+        "maxDeliveryAttempts": 16,
+    }
+    [event] = m.state.history[events:]
+    assert event["command"] == "PutCatalogueEntries"
+    assert event["detail"] == {"topics": 501, "consumerGroups": 100}  # counts, not specs
+    again = m.do(type="PutCatalogueEntries", topics=topics, consumerGroups=groups)
+    assert again.ok and again.data["changed"] is False and m.version == version + 1
+
+
+def test_one_invalid_entry_refuses_the_whole_batch() -> None:
+    m = Machine()
+    refused = m.do(
+        type="PutCatalogueEntries",
+        topics=[topic("fine", queues=2), topic("bad name")],
+        consumerGroups=[{"name": "readers"}],
+    )
+    assert refused.code is ControllerCode.CONTROLLER_INVALID_REQUEST
+    assert "only letters, digits" in refused.message
+    assert m.state.topics == {} and m.state.consumer_groups == {} and m.version == 0

@@ -13,7 +13,7 @@ catalogue."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +22,14 @@ from rocketcluster.api.status import CatalogueStatus
 from rocketcluster.api.topics import ConsumerGroupSpec, MessageType, TopicSpec
 
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Topics and consumer groups one POST /v1/catalogue/entries may carry.
+MAX_BATCH_ENTRIES = 1000
+
+
+def canonical_spec(spec: TopicSpec | ConsumerGroupSpec) -> dict[str, Any]:
+    """A spec as the catalogue stores it (unset optional limits left out): what a
+    writer compares the catalogue with to find what differs."""
+    return spec.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class BrokerGroupEntry(BaseModel):

@@ -15,9 +15,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from rocketcluster.api.body_limit import BodyLimit
+from rocketcluster.api.catalogue import MAX_BATCH_ENTRIES, canonical_spec
 from rocketcluster.api.names import GroupName, TopicName
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.controller.core import ControllerCore, Reply
@@ -163,6 +164,21 @@ def _body(model: type[M], body: Any, what: str) -> M:
         raise HTTPException(422, detail=detail) from None
 
 
+class CatalogueEntries(BaseModel):
+    """``POST /v1/catalogue/entries``: topics and consumer groups to put at once."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    topics: list[TopicSpec] = Field(default_factory=list)
+    consumer_groups: list[ConsumerGroupSpec] = Field(default_factory=list, alias="consumerGroups")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> CatalogueEntries:
+        if len(self.topics) + len(self.consumer_groups) > MAX_BATCH_ENTRIES:
+            raise ValueError(f"at most {MAX_BATCH_ENTRIES} entries in one batch")
+        return self
+
+
 def _documented(model: type[BaseModel]) -> dict[str, Any]:
     """``openapi_extra`` naming the schema of a body validated by hand (so that its
     refusals read well), with pydantic's ``$defs`` inlined for OpenAPI."""
@@ -196,7 +212,7 @@ def _spec(model: type[BaseModel], kind: str, name: str, body: Any) -> dict[str, 
             "agree (to rename, put the new name and delete the old one)",
         )
     spec = _body(model, {**body, "name": name}, kind)
-    return spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return spec.model_dump(mode="json", by_alias=True, exclude_none=True)  # canonical_spec
 
 
 def create_controller_app(core: ControllerCore) -> FastAPI:
@@ -286,6 +302,22 @@ def create_controller_app(core: ControllerCore) -> FastAPI:
         member applied it: any member answers, a follower perhaps a little behind; ask
         the leader to read your own writes."""
         return core.state.catalogue()
+
+    @app.post("/v1/catalogue/entries", openapi_extra=_documented(CatalogueEntries))
+    async def put_entries(body: Annotated[Any, Body()]) -> dict[str, Any]:
+        """Create or replace up to 1,000 topics and consumer groups in one command
+        (body: ``{"topics": [TopicSpec], "consumerGroups": [ConsumerGroupSpec]}``): a
+        manifest of thousands in a few round trips. All or none: one invalid spec
+        refuses the batch. The answer's ``entries`` counts those that changed."""
+        _require_leader(core)
+        batch = _body(CatalogueEntries, body, "catalogue entries")
+        return _answer(
+            core,
+            await core.put_entries(
+                [canonical_spec(t) for t in batch.topics],
+                [canonical_spec(g) for g in batch.consumer_groups],
+            ),
+        )
 
     @app.put("/v1/topics/{name}", openapi_extra=_documented(TopicSpec))
     async def put_topic(name: str, body: Annotated[Any, Body()]) -> dict[str, Any]:

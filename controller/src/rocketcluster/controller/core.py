@@ -415,6 +415,13 @@ class ControllerCore:
     async def put_consumer_group(self, spec: dict[str, Any]) -> Reply:
         return await self.propose({"type": "PutConsumerGroup", "spec": spec})
 
+    async def put_entries(
+        self, topics: list[dict[str, Any]], consumer_groups: list[dict[str, Any]]
+    ) -> Reply:
+        return await self.propose(
+            {"type": "PutCatalogueEntries", "topics": topics, "consumerGroups": consumer_groups}
+        )
+
     async def delete_consumer_group(self, name: str) -> Reply:
         return await self.propose({"type": "DeleteConsumerGroup", "name": name})
 

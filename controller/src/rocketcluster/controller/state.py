@@ -104,6 +104,18 @@ def ok(message: str = "", **data: Any) -> Result:
     return Result(ControllerCode.SUCCESS, message, data)
 
 
+def _summary(command: dict[str, Any]) -> dict[str, Any]:
+    """The command as the history keeps it: a batch of catalogue entries by its
+    counts (a thousand specs in every event would crowd the history out)."""
+    if command.get("type") != "PutCatalogueEntries":
+        return command
+    return {
+        "type": command["type"],
+        "topics": len(command.get("topics") or []),
+        "consumerGroups": len(command.get("consumerGroups") or []),
+    }
+
+
 def fail(code: ControllerCode, message: str) -> Result:
     return Result(code, message)
 
@@ -145,7 +157,7 @@ class ReplicasState:
         result: Result = handler(self, command)
         changed = result.ok or result.code is ControllerCode.CONTROLLER_MASTER_NOT_AVAILABLE
         if changed and kind != "Noop" and result.data.get("changed", True):
-            self._record(time_ms, command, result)
+            self._record(time_ms, _summary(command), result)
         return result
 
     def _record(self, time_ms: int, command: dict[str, Any], result: Result) -> None:
@@ -357,6 +369,43 @@ class ReplicasState:
         self.catalogue_version += 1
         return ok(f"{kind} {name} {verb}", version=self.catalogue_version, spec=spec)
 
+    def _put_entries(self, c: dict[str, Any]) -> Result:
+        """Put many topics and consumer groups at once (a manifest of thousands in a
+        few commands, not one Raft entry and one fsync each): every spec is checked
+        before any is stored, so a bad one refuses the whole batch; the version rises
+        once when anything changed."""
+        groups = c.get("consumerGroups") or []
+        batches = (
+            (self.topics, TopicSpec, "topic", c.get("topics") or []),
+            (self.consumer_groups, ConsumerGroupSpec, "consumer group", groups),
+        )
+        valid: list[tuple[dict[str, dict[str, Any]], dict[str, Any]]] = []
+        for table, model, kind, specs in batches:
+            for raw in specs:
+                try:
+                    spec = model.model_validate(raw).model_dump(
+                        mode="json", by_alias=True, exclude_none=True
+                    )
+                except ValidationError as exc:
+                    return fail(
+                        ControllerCode.CONTROLLER_INVALID_REQUEST,
+                        f"invalid {kind}: {validation_problems(exc, model)}",
+                    )
+                valid.append((table, spec))
+        changed = 0
+        for table, spec in valid:
+            if table.get(spec["name"]) != spec:
+                table[spec["name"]] = spec
+                changed += 1
+        if changed:
+            self.catalogue_version += 1
+        return ok(
+            f"{changed} of {len(valid)} catalogue entries changed",
+            changed=changed > 0,
+            entries=changed,
+            version=self.catalogue_version,
+        )
+
     def _delete_spec(
         self, table: dict[str, dict[str, Any]], kind: str, c: dict[str, Any]
     ) -> Result:
@@ -466,6 +515,7 @@ _HANDLERS = {
     "DeleteTopic": ReplicasState._delete_topic,
     "PutConsumerGroup": ReplicasState._put_consumer_group,
     "DeleteConsumerGroup": ReplicasState._delete_consumer_group,
+    "PutCatalogueEntries": ReplicasState._put_entries,
     "SetGroupWritable": ReplicasState._set_group_writable,
     "ForgetGroup": ReplicasState._forget_group,
     "Noop": ReplicasState._noop,

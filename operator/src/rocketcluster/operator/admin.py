@@ -38,7 +38,7 @@ def _url(ip: str, path: str, https: bool = False) -> str:
     return f"{'https' if https else 'http'}://{ip}:{ADMIN_PORT}{path}"
 
 
-async def _call(
+async def _request(
     http: httpx.AsyncClient,
     method: str,
     ip: str,
@@ -47,7 +47,7 @@ async def _call(
     timeout: float = TIMEOUT_S,  # noqa: ASYNC109 (httpx's own timeout, per request)
     server_name: str | None = None,
     token: str | None = None,
-) -> Any:
+) -> httpx.Response:
     """``server_name``: https, the certificate checked for that name (sent as SNI)
     rather than for the pod IP dialled (trust.py); ``token``: the cluster's admin token
     (security.auth)."""
@@ -74,6 +74,19 @@ async def _call(
             answer.status_code,
             detail,
         )
+    return answer
+
+
+async def _call(
+    http: httpx.AsyncClient,
+    method: str,
+    ip: str,
+    path: str,
+    body: Any = None,
+    server_name: str | None = None,
+    token: str | None = None,
+) -> Any:
+    answer = await _request(http, method, ip, path, body, server_name=server_name, token=token)
     return answer.json() if answer.content else None
 
 
@@ -158,6 +171,12 @@ class ControllerAdmin:
         answer = await self._do(lambda c: c.put(collection, name, body))
         return int((answer or {}).get("version", 0))
 
+    async def put_entries(self, topics: list[dict[str, Any]], groups: list[dict[str, Any]]) -> int:
+        """Put up to MAX_BATCH_ENTRIES topics and groups in one command: the catalogue
+        version that holds them."""
+        answer = await self._do(lambda c: c.put_entries(topics, groups))
+        return int((answer or {}).get("version", 0))
+
     async def delete(self, collection: str, name: str) -> None:
         try:
             await self._do(lambda c: c.delete(collection, name))
@@ -179,6 +198,19 @@ class BrokerAdmin:
         return await _call(
             self.http, "GET", self.ip, path, server_name=self.server_name, token=self.token
         )
+
+    async def get_all(self, path: str) -> list[dict[str, Any]]:
+        """Every item of a paged listing (broker/admin/paging.py): its pages followed
+        by their ``Link: rel=next``."""
+        items: list[dict[str, Any]] = []
+        next_path: str | None = path
+        while next_path is not None:
+            answer = await _request(
+                self.http, "GET", self.ip, next_path, server_name=self.server_name, token=self.token
+            )
+            items += answer.json()
+            next_path = answer.links.get("next", {}).get("url")
+        return items
 
     async def broker(self) -> dict[str, Any] | None:
         try:

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from rocketcluster.api import kube
-from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic
+from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic, canonical_spec
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.status import CatalogueStatus, ready_conditions
 from rocketcluster.operator.admin import AdminError, BrokerAdmin, ControllerAdmin
@@ -52,19 +52,17 @@ def entry_of(body: dict[str, Any]) -> Entry:
         if body["kind"] == "RocketTopic":
             resource = RocketTopic.model_validate(data)
             topic = resource.topic()
-            return Entry("topics", topic.name, _json(topic), resource.spec.cluster)
+            return Entry("topics", topic.name, canonical_spec(topic), resource.spec.cluster)
         group_resource = RocketConsumerGroup.model_validate(data)
         group = group_resource.consumer_group()
-        return Entry("consumer-groups", group.name, _json(group), group_resource.spec.cluster)
+        return Entry(
+            "consumer-groups", group.name, canonical_spec(group), group_resource.spec.cluster
+        )
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
         raise CatalogueRefused(f"{body['kind']} {meta['name']}: {problems}") from exc
-
-
-def _json(model: BaseModel) -> dict[str, Any]:
-    return model.model_dump(mode="json", by_alias=True)
 
 
 class CatalogueReconciler:

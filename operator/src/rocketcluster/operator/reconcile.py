@@ -9,6 +9,7 @@ previous one has settled; the decisions themselves live in ``orchestrate``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import httpx
 from pydantic import ValidationError
 
 from rocketcluster.api import kube
+from rocketcluster.api.catalogue import MAX_BATCH_ENTRIES, canonical_spec
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.status import RocketClusterStatus, merge_conditions, now_rfc3339
 from rocketcluster.operator import prune
@@ -45,6 +47,7 @@ from rocketcluster.operator.users import UsersReconciler
 log = logging.getLogger(__name__)
 
 FULL_APPLY_EVERY_S = 60.0
+CATALOGUE_PUTS = 32  # puts in flight at once, for controllers without batches
 
 EventSink = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 
@@ -229,8 +232,8 @@ class ClusterReconciler:
         await put_missing(
             admin,
             catalogue,
-            topics=[t.model_dump(mode="json", by_alias=True) for t in cluster.spec.topics],
-            groups=[g.model_dump(mode="json", by_alias=True) for g in cluster.spec.consumer_groups],
+            topics=[canonical_spec(t) for t in cluster.spec.topics],
+            groups=[canonical_spec(g) for g in cluster.spec.consumer_groups],
         )
 
     # -- 5. rolls ---------------------------------------------------------------------
@@ -466,15 +469,44 @@ async def put_missing(
     topics: list[dict[str, Any]],
     groups: list[dict[str, Any]],
 ) -> None:
-    """Put what differs from the catalogue (the manifest's topics and groups)."""
+    """Put what differs from the catalogue (the manifest's topics and groups, in the
+    catalogue's canonical form: ``canonical_spec``), MAX_BATCH_ENTRIES to a command:
+    a manifest of 10,000 topics is ten Raft entries, not ten thousand puts each with
+    its own fsync. Controllers that predate the batch get one put per entry,
+    CATALOGUE_PUTS in flight."""
     have_topics = {t["name"]: t for t in catalogue.get("topics") or []}
     have_groups = {g["name"]: g for g in catalogue.get("consumerGroups") or []}
-    for topic in topics:
-        if have_topics.get(topic["name"]) != topic:
-            await admin.put("topics", topic["name"], topic)
-    for group in groups:
-        if have_groups.get(group["name"]) != group:
-            await admin.put("consumer-groups", group["name"], group)
+    puts = [("topics", t) for t in topics if have_topics.get(t["name"]) != t]
+    puts += [("consumer-groups", g) for g in groups if have_groups.get(g["name"]) != g]
+    for start in range(0, len(puts), MAX_BATCH_ENTRIES):
+        batch = puts[start : start + MAX_BATCH_ENTRIES]
+        try:
+            await admin.put_entries(
+                [body for kind, body in batch if kind == "topics"],
+                [body for kind, body in batch if kind == "consumer-groups"],
+            )
+        except AdminError as exc:
+            if exc.status not in (404, 405):
+                raise
+            await _put_one_by_one(admin, puts[start:])
+            return
+
+
+async def _put_one_by_one(admin: ControllerAdmin, puts: list[tuple[str, dict[str, Any]]]) -> None:
+    """A put per entry, CATALOGUE_PUTS in flight; the first refusal stops the rest
+    (the next reconcile puts what is still missing)."""
+    slots = asyncio.Semaphore(CATALOGUE_PUTS)
+
+    async def put(collection: str, body: dict[str, Any]) -> None:
+        async with slots:
+            await admin.put(collection, body["name"], body)
+
+    try:
+        async with asyncio.TaskGroup() as puts_in_flight:
+            for collection, body in puts:
+                puts_in_flight.create_task(put(collection, body))
+    except ExceptionGroup as failed:  # the others are cancelled: the first says why
+        raise failed.exceptions[0] from None
 
 
 def _monitoring_unavailable(api_version: str, exc: KubeApiError) -> bool:

@@ -240,6 +240,14 @@ class ControllerAdmin:
         found: dict[str, Any] = self._run(self._calls.put(collection, name, body))
         return found
 
+    def put_entries(
+        self, topics: Sequence[Mapping[str, Any]], groups: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """Create or replace up to MAX_BATCH_ENTRIES topics and consumer groups in one
+        command: the answer carries the catalogue ``version`` and how many changed."""
+        found: dict[str, Any] = self._run(self._calls.put_entries(topics, groups))
+        return found
+
     def delete(self, collection: str, name: str) -> dict[str, Any]:
         found: dict[str, Any] = self._run(self._calls.delete(collection, name))
         return found
@@ -378,6 +386,12 @@ class AsyncControllerAdmin:
 
     async def put(self, collection: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
         found: dict[str, Any] = await self._run(self._calls.put(collection, name, body))
+        return found
+
+    async def put_entries(
+        self, topics: Sequence[Mapping[str, Any]], groups: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        found: dict[str, Any] = await self._run(self._calls.put_entries(topics, groups))
         return found
 
     async def delete(self, collection: str, name: str) -> dict[str, Any]:

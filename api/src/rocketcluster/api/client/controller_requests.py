@@ -398,6 +398,12 @@ class ControllerCalls:
     def put(self, collection: str, name: str, body: Mapping[str, Any]) -> Plan[Any]:
         return self.call("PUT", _entry(collection, name), body=dict(body))
 
+    def put_entries(
+        self, topics: Sequence[Mapping[str, Any]], groups: Sequence[Mapping[str, Any]]
+    ) -> Plan[Any]:
+        body = {"topics": [dict(t) for t in topics], "consumerGroups": [dict(g) for g in groups]}
+        return self.call("POST", "/v1/catalogue/entries", body=body)
+
     def delete(self, collection: str, name: str) -> Plan[Any]:
         return self.call("DELETE", _entry(collection, name))
 
