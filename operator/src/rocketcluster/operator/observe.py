@@ -245,23 +245,14 @@ class Observer:
     async def contents(self, master_ip: str) -> GroupContents:
         """What a group's master holds (for the drain check)."""
         broker = self._broker_admin(master_ip)
-        topics = await broker.get("/v1/topics")
-        queues: list[QueueRange] = []
-        for topic in topics:
-            detail = await broker.get(f"/v1/topics/{topic['name']}")
-            queues += [
-                QueueRange(topic["name"], q["queueId"], q["minOffset"], q["maxOffset"])
-                for q in detail.get("queueOffsets", [])
-            ]
-        consumption: list[Consumption] = []
-        for group in await broker.get("/v1/groups"):
-            rows = await broker.get(f"/v1/groups/{group['name']}/offsets")
-            consumption += [
-                Consumption(
-                    group["name"], r["topic"], r["queueId"], r["committedOffset"], r["inflight"]
-                )
-                for r in rows
-            ]
+        queues = [
+            QueueRange(q["topic"], q["queueId"], q["minOffset"], q["maxOffset"])
+            for q in await broker.get_all("/v1/queues")
+        ]
+        consumption = [
+            Consumption(r["group"], r["topic"], r["queueId"], r["committedOffset"], r["inflight"])
+            for r in await broker.get_all("/v1/consumption")
+        ]
         stats = await broker.get("/v1/stats")
         transactions = stats.get("transactions") or {}
         return GroupContents(

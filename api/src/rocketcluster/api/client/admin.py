@@ -133,7 +133,7 @@ class AdminClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             answer = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
@@ -145,6 +145,21 @@ class AdminClient:
             except ValueError:
                 detail = answer.text
             raise AdminError(method, self.base + path, answer.status_code, str(detail))
+        return answer
+
+    def _all(self, path: str) -> list[dict[str, Any]]:
+        """Every item of a paged listing: its pages followed by their ``Link: rel=next``
+        (broker/admin/paging.py)."""
+        items: list[dict[str, Any]] = []
+        next_path: str | None = path
+        while next_path is not None:
+            answer = self._request("GET", next_path)
+            items += answer.json()
+            next_path = answer.links.get("next", {}).get("url")
+        return items
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        answer = self._request(method, path, **kwargs)
         if answer.status_code == 204 or not answer.content:
             return None
         if answer.headers.get("content-type", "").startswith("application/json"):
@@ -162,8 +177,15 @@ class AdminClient:
         return result
 
     def topics(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("GET", "/v1/topics")
-        return result
+        return self._all("/v1/topics")
+
+    def queues(self) -> list[dict[str, Any]]:
+        """Every queue of every topic with its offsets."""
+        return self._all("/v1/queues")
+
+    def consumption(self) -> list[dict[str, Any]]:
+        """Every group's offsets and lag on every queue it consumed."""
+        return self._all("/v1/consumption")
 
     def topic(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/v1/topics/{segment(name)}")
@@ -180,8 +202,7 @@ class AdminClient:
         self._call("DELETE", f"/v1/topics/{segment(name)}")
 
     def groups(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("GET", "/v1/groups")
-        return result
+        return self._all("/v1/groups")
 
     def create_group(
         self, name: str, fifo: bool = False, max_delivery_attempts: int = 16

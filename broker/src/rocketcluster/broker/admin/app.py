@@ -15,6 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from rocketcluster.api.body_limit import BodyLimit
 from rocketcluster.api.names import GroupName, MessageId, MessageKey, TopicName
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+from rocketcluster.broker.admin.paging import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    next_link,
+    page_of,
+    parse_queue_cursor,
+    parse_row_cursor,
+    queue_page,
+    row_cursor,
+)
 from rocketcluster.broker.messaging import queries
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.codes import Code, MessagingError
@@ -24,6 +34,7 @@ from rocketcluster.broker.stats.reader import MAX_PAGE_MESSAGES, offset_for_time
 from rocketcluster.broker.store import StoredMessage
 
 PREVIEW_BYTES = 4096
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="items per page")]
 
 
 class OffsetReset(BaseModel):
@@ -120,19 +131,51 @@ def create_admin_app(
 
     # -- topics --------------------------------------------------------------
 
+    def _cursor(parse: Callable[[str], Any], after: str | None) -> Any:
+        try:
+            return None if after is None else parse(after)
+        except ValueError as exc:
+            raise HTTPException(422, detail=str(exc)) from exc
+
+    # The endpoints below touch the broker's state (registry, POP states, the store):
+    # async, so they run on the event loop that owns it. A plain ``def`` would run on
+    # a worker thread, beside the loop changing the same dicts (and the POP journal
+    # needs the loop: PUT .../offsets answered 500 from a thread).
+
     @app.get("/v1/topics")
-    def list_topics() -> list[dict[str, Any]]:
-        return [t.model_dump(by_alias=True) for t in rt.registry.topics()]
+    async def list_topics(
+        after: Annotated[TopicName | None, Query()] = None, limit: Limit = DEFAULT_LIMIT
+    ) -> JSONResponse:
+        """The topics in name order, a page at a time (the next page's link in the
+        ``Link`` header)."""
+        page = page_of(rt.registry.topics(), lambda t: t.name, after, limit, str)
+        return JSONResponse(
+            [t.model_dump(by_alias=True) for t in page.items],
+            headers=next_link("/v1/topics", page, limit),
+        )
+
+    @app.get("/v1/queues")
+    async def list_queues(after: str | None = None, limit: Limit = DEFAULT_LIMIT) -> JSONResponse:
+        """Every queue of every topic with its offsets, in (topic, queue id) order, a
+        page at a time; ``after`` is the last row's ``topic:queueId``."""
+        start = _cursor(parse_queue_cursor, after)
+        topics = [(t.name, t.queues) for t in rt.registry.topics()]
+        page = queue_page(topics, start, limit)
+        rows = []
+        for topic, qid in page.items:
+            lo, hi = store.queue_offsets(topic, qid)
+            rows.append({"topic": topic, "queueId": qid, "minOffset": lo, "maxOffset": hi})
+        return JSONResponse(rows, headers=next_link("/v1/queues", page, limit))
 
     @app.post("/v1/topics", status_code=201)
-    def create_topic(spec: TopicSpec) -> dict[str, Any]:
+    async def create_topic(spec: TopicSpec) -> dict[str, Any]:
         try:
             return rt.registry.put_topic(spec).model_dump(by_alias=True)
         except MessagingError as exc:
             raise _http(exc) from exc
 
     @app.get("/v1/topics/{name}")
-    def get_topic(name: TopicName) -> dict[str, Any]:
+    async def get_topic(name: TopicName) -> dict[str, Any]:
         topic = rt.registry.get_topic(name)
         if topic is None:
             raise HTTPException(404, detail=f"topic {name!r} does not exist")
@@ -143,7 +186,7 @@ def create_admin_app(
         return {**topic.model_dump(by_alias=True), "queueOffsets": queues}
 
     @app.delete("/v1/topics/{name}", status_code=204)
-    def delete_topic(name: TopicName) -> Response:
+    async def delete_topic(name: TopicName) -> Response:
         if not rt.registry.delete_topic(name):
             raise HTTPException(404, detail=f"topic {name!r} does not exist")
         return Response(status_code=204)
@@ -151,49 +194,54 @@ def create_admin_app(
     # -- consumer groups -------------------------------------------------------
 
     @app.get("/v1/groups")
-    def list_groups() -> list[dict[str, Any]]:
-        return [g.model_dump(by_alias=True) for g in rt.registry.groups()]
+    async def list_groups(
+        after: Annotated[GroupName | None, Query()] = None, limit: Limit = DEFAULT_LIMIT
+    ) -> JSONResponse:
+        """The consumer groups in name order, a page at a time."""
+        page = page_of(rt.registry.groups(), lambda g: g.name, after, limit, str)
+        return JSONResponse(
+            [g.model_dump(by_alias=True) for g in page.items],
+            headers=next_link("/v1/groups", page, limit),
+        )
 
     @app.post("/v1/groups", status_code=201)
-    def create_group(spec: ConsumerGroupSpec) -> dict[str, Any]:
+    async def create_group(spec: ConsumerGroupSpec) -> dict[str, Any]:
         return rt.registry.put_group(spec).model_dump(by_alias=True)
 
     @app.get("/v1/groups/{name}")
-    def get_group(name: GroupName) -> dict[str, Any]:
+    async def get_group(name: GroupName) -> dict[str, Any]:
         group = rt.registry.get_group(name)
         if group is None:
             raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
         return group.model_dump(by_alias=True)
 
     @app.delete("/v1/groups/{name}", status_code=204)
-    def delete_group(name: GroupName) -> Response:
+    async def delete_group(name: GroupName) -> Response:
         if not rt.registry.delete_group(name):
             raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
         rt.pop.forget_group(name)
         return Response(status_code=204)
 
-    @app.get("/v1/groups/{name}/offsets")
-    def group_offsets(name: GroupName) -> list[dict[str, Any]]:
-        """Where the group stands on each queue it consumed here. ``lag`` counts the
-        messages not acknowledged yet: ``inflight`` (delivered, invisible now) plus
-        ``ready`` (a receive would get them now: never delivered, or visible again).
-        A group whose consumption state is not loaded shows its saved offset."""
-        if rt.registry.get_group(name) is None:
-            raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
+    def _consumption(keys: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
+        """Where each (group, topic, queue id) stands. ``lag`` counts the messages not
+        acknowledged yet: ``inflight`` (delivered, invisible now) plus ``ready`` (a
+        receive would get them now: never delivered, or visible again). A group whose
+        consumption state is not loaded shows its saved offset."""
         now = int(time.time() * 1000)
+        live = rt.pop.states()
+        saved = store.metadata.all_offsets()
         rows = []
-        live = {k: s for k, s in rt.pop.states().items() if k[0] == name}
-        saved = {k: o for k, o in store.metadata.all_offsets().items() if k[0] == name}
-        for key in sorted(live.keys() | saved.keys()):
-            _, topic, qid = key
+        for key in keys:
+            group, topic, qid = key
             lo, hi = store.queue_offsets(topic, qid)
             state = live.get(key)
             if state is None:
-                state = QueueConsumeState(max(saved[key], lo))
+                state = QueueConsumeState(max(saved.get(key, lo), lo))
             lag = state.lag(hi)
             inflight = state.inflight_count(now)
             rows.append(
                 {
+                    "group": group,
                     "topic": topic,
                     "queueId": qid,
                     "committedOffset": state.committed,
@@ -207,8 +255,36 @@ def create_admin_app(
             )
         return rows
 
+    def _consumed_keys(group: str | None = None) -> list[tuple[str, str, int]]:
+        """The queues consumed by ``group`` (by every group that exists: offsets a
+        deleted group left behind are no one's)."""
+        keys = rt.pop.states().keys() | store.metadata.all_offsets().keys()
+        groups = {group} if group is not None else {g.name for g in rt.registry.groups()}
+        return sorted(k for k in keys if k[0] in groups)
+
+    @app.get("/v1/groups/{name}/offsets")
+    async def group_offsets(name: GroupName) -> list[dict[str, Any]]:
+        """Where the group stands on each queue it consumed here (see /v1/consumption
+        for the fields)."""
+        if rt.registry.get_group(name) is None:
+            raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
+        return _consumption(_consumed_keys(name))
+
+    @app.get("/v1/consumption")
+    async def consumption(after: str | None = None, limit: Limit = DEFAULT_LIMIT) -> JSONResponse:
+        """Every group's place on every queue it consumed here, in (group, topic, queue
+        id) order, a page at a time; ``after`` is the last row's
+        ``group:topic:queueId``. ``lag`` counts the messages not acknowledged yet:
+        ``inflight`` (delivered, invisible now) plus ``ready`` (a receive would get
+        them now)."""
+        start = _cursor(parse_row_cursor, after)
+        page = page_of(_consumed_keys(), lambda k: k, start, limit, row_cursor)
+        return JSONResponse(
+            _consumption(page.items), headers=next_link("/v1/consumption", page, limit)
+        )
+
     @app.put("/v1/groups/{name}/offsets")
-    def reset_offset(name: GroupName, body: OffsetReset) -> dict[str, Any]:
+    async def reset_offset(name: GroupName, body: OffsetReset) -> dict[str, Any]:
         try:
             rt.registry.require_group(name)
             rt.pop.reset_offset(name, body.topic, body.queue_id, body.offset)
