@@ -35,6 +35,10 @@ def test_the_scale_bench_writes_every_measure_per_size(tmp_path: Path) -> None:
         for client in ("lean", "official"):
             assert 0 < size[client]["p50_ms"] <= size[client]["p99_ms"] <= size[client]["max_ms"]
         assert size["recovery_s"] >= 0 and size["ready_after_restart_s"] > 0
+        for lookup in ("route", "heartbeat"):
+            took = size["lookups"][lookup]
+            assert 0 < took["p50_ms"] <= took["p99_ms"] <= took["max_ms"]
+        assert size["listings"]["topics_s"] > 0 and size["listings"]["queues_s"] > 0
     assert base["goals_met"] == {}  # the baseline
     assert set(row["goals_met"]) == {
         "disk",
@@ -45,6 +49,8 @@ def test_the_scale_bench_writes_every_measure_per_size(tmp_path: Path) -> None:
         "lean_max",
         "official_p99",
         "official_max",
+        "route_p99",
+        "heartbeat_p99",
     }
     assert "baseline" in result.output and "counted_mb" in result.output
 

@@ -128,6 +128,31 @@ class LeanClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    async def query_route(self, topic: str) -> list[pb.MessageQueue]:
+        """The topic's queues, each with the endpoint that serves it (what the official
+        clients ask before their first send or receive, and every 30 s after)."""
+        response = await self._stub.QueryRoute(
+            spb.QueryRouteRequest(topic=pb.Resource(name=topic)),
+            metadata=self._metadata,
+            timeout=self.timeout,
+        )
+        if response.status.code != pb.Code.OK:
+            raise LeanClientError("QueryRoute", response.status)
+        return list(response.message_queues)
+
+    async def heartbeat(self, group: str = "") -> None:
+        """What every official client sends every 10 s (a consumer names its group)."""
+        response = await self._stub.Heartbeat(
+            spb.HeartbeatRequest(
+                group=pb.Resource(name=group) if group else None,
+                client_type=pb.ClientType.SIMPLE_CONSUMER if group else pb.ClientType.PRODUCER,
+            ),
+            metadata=self._metadata,
+            timeout=self.timeout,
+        )
+        if response.status.code != pb.Code.OK:
+            raise LeanClientError("Heartbeat", response.status)
+
     async def send(
         self, topic: str, messages: Sequence[OutgoingMessage]
     ) -> list[spb.SendResultEntry]:

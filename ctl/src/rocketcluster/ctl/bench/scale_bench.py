@@ -18,7 +18,9 @@ baseline): disk at most twice the data written plus 1 KiB a queue (the commit lo
 counted for its data: its segments are preallocated on purpose, so a full disk is
 found before a write, not during one), RSS at most 512 MiB after the restart, recovery
 at most 5 s, at most 1,000 open file descriptors, send p99 at most 1.5x the
-baseline's p99 and the worst send under 1 s.
+baseline's p99 and the worst send under 1 s; route lookups and heartbeats (LOOKUPS
+of each, with every queue in place) at most 1.5x the baseline's p99 too. The paged
+admin listings of every topic and every queue are timed, not judged.
 """
 
 from __future__ import annotations
@@ -37,10 +39,14 @@ from rocketcluster.api.client.admin import AdminClient
 from rocketcluster.api.client.lean import LeanClient, OutgoingMessage
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.ctl.local.runtime import LocalRuntime
-from rocketcluster.ctl.testing import quiet_official_client
+from rocketcluster.ctl.testing import (
+    main_thread_loop_for_the_official_client,
+    quiet_official_client,
+)
 
 QUEUES_PER_TOPIC = 8
 OFFICIAL_TOPICS = 1000
+LOOKUPS = 500  # route lookups (and heartbeats) per size
 SIZES = (8, 1_000, 10_000, 100_000)
 BODY = b"x" * 512
 GOALS = {
@@ -153,6 +159,7 @@ def _send_official(endpoints: str, topics: list[str], progress: Progress) -> lis
     from rocketmq.v5.producer import Producer
 
     quiet_official_client()
+    main_thread_loop_for_the_official_client()
     producer = Producer(ClientConfiguration(endpoints, Credentials(), request_timeout=10))
     producer.startup()
     took: list[float] = []
@@ -169,6 +176,46 @@ def _send_official(endpoints: str, topics: list[str], progress: Progress) -> lis
             tick(len(took))
     finally:
         producer.shutdown()
+    return took
+
+
+def _lookups(endpoints: str, topics: list[str]) -> dict[str, dict[str, float]]:
+    """Route lookups and heartbeats with every queue in place: their latency must not
+    grow with the broker's queues (a route is its topic's queues; a heartbeat touches
+    its client's session only). LOOKUPS of each, over topics spread across all."""
+
+    async def run() -> dict[str, dict[str, float]]:
+        sample = topics[:: max(1, len(topics) // LOOKUPS)][:LOOKUPS]
+        routes: list[float] = []
+        beats: list[float] = []
+        async with LeanClient(endpoints) as client:
+            for topic in sample:
+                started = time.perf_counter()
+                queues = await client.query_route(topic)
+                routes.append(time.perf_counter() - started)
+                if len(queues) != QUEUES_PER_TOPIC:
+                    raise RuntimeError(f"route of {topic}: {len(queues)} queues")
+                started = time.perf_counter()
+                await client.heartbeat("scale-group")
+                beats.append(time.perf_counter() - started)
+        return {"route": latency_summary(routes), "heartbeat": latency_summary(beats)}
+
+    return asyncio.run(run())
+
+
+def _listings(admin: AdminClient, topics: int) -> dict[str, float]:
+    """Seconds to read every topic and every queue's offsets through the paged admin
+    listings (what `rocketctl topic list` and the operator's drain check read)."""
+    took: dict[str, float] = {}
+    for what, read, expected in (
+        ("topics_s", admin.topics, topics),
+        ("queues_s", admin.queues, topics * QUEUES_PER_TOPIC),
+    ):
+        started = time.perf_counter()
+        rows = len(read())
+        took[what] = round(time.perf_counter() - started, 3)
+        if rows != expected:
+            raise RuntimeError(f"{what}: {rows} rows, not {expected}")
     return took
 
 
@@ -204,6 +251,9 @@ def run_size(
             progress(f"{queues:,} queues: official producer, {len(sample):,} topics")
             took = _send_official(state["clientEndpoints"], sample, progress)
             row["official"] = {"topics": len(sample), **latency_summary(took)}
+        progress(f"{queues:,} queues: route lookups, heartbeats, admin listings")
+        row["lookups"] = _lookups(state["clientEndpoints"], topics)
+        row["listings"] = _listings(admin, len(topics))
         stats = admin.stats()
         data = int(stats["commitLog"]["maxOffset"]) - int(stats["commitLog"]["minOffset"])
         rss, fds = process_cost(record["pid"])
@@ -256,6 +306,11 @@ def judge(rows: list[dict[str, Any]]) -> None:
                 row[client]["p99_ratio_to_base"] = round(ratio, 3)
                 checks[f"{client}_p99"] = ratio <= GOALS["p99_ratio_to_8"]
                 checks[f"{client}_max"] = row[client]["max_ms"] <= GOALS["max_send_s"] * 1000
+        for lookup in ("route", "heartbeat"):
+            mine, theirs = row["lookups"][lookup], base["lookups"][lookup]
+            ratio = mine["p99_ms"] / theirs["p99_ms"] if theirs["p99_ms"] > 0 else 0.0
+            mine["p99_ratio_to_base"] = round(ratio, 3)
+            checks[f"{lookup}_p99"] = ratio <= GOALS["p99_ratio_to_8"]
         row["goals_met"] = checks
 
 
@@ -285,6 +340,9 @@ def table_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             "ready_s": row["ready_after_restart_s"],
             "lean_p99_ms": row["lean"]["p99_ms"],
             "lean_max_ms": row["lean"]["max_ms"],
+            "route_p99_ms": row["lookups"]["route"]["p99_ms"],
+            "heartbeat_p99_ms": row["lookups"]["heartbeat"]["p99_ms"],
+            "list_queues_s": row["listings"]["queues_s"],
         }
         if "official" in row:
             flat["official_p99_ms"] = row["official"]["p99_ms"]
