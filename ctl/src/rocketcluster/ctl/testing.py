@@ -6,9 +6,12 @@ runs exactly what ``rocketctl local up`` runs, and stops exactly what it started
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +145,27 @@ class _OfficialClientCallbackNoise(logging.Filter):
                 return False
             tb = tb.tb_next
         return True
+
+
+def main_thread_loop_for_the_official_client() -> None:
+    """Give the main thread a current event loop (never run) when it has none.
+
+    The official Python client builds some gRPC calls in the thread that finishes its
+    first route query — the caller's, often — and grpc.aio asks asyncio for that
+    thread's current loop. A fresh main thread has an implicit one; after any
+    ``asyncio.run`` there (the lean client's sends before the official client's, in
+    one bench) asyncio refuses, and the client's start fails with "failed to fetch
+    topic route". The tests' plugin does this before every test
+    (``rocketcluster.e2e.main_thread_loop``); a tool that runs both clients in one
+    process calls this before the official one."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:
+            asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 def quiet_official_client() -> None:

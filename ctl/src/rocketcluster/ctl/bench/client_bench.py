@@ -33,6 +33,7 @@ from rocketcluster.broker.canned import RAW_BATCH, RAW_FETCH, RAW_STREAM
 from rocketcluster.ctl.bench.client_cases import CONSUME, PRODUCE
 from rocketcluster.ctl.local.addresses import claim
 from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.testing import main_thread_loop_for_the_official_client
 
 BODY = os.urandom(1024)
 TOPIC = "bench"
@@ -129,6 +130,7 @@ def official_produce(endpoint: str, seconds: float, topic: str = TOPIC) -> dict[
     from rocketmq.v5.model import Message
     from rocketmq.v5.producer import Producer
 
+    main_thread_loop_for_the_official_client()
     producer = Producer(ClientConfiguration(endpoint, Credentials(), request_timeout=10), (topic,))
     producer.startup()
     slots = threading.Semaphore(OFFICIAL_INFLIGHT)
@@ -177,6 +179,7 @@ def official_consume(
     from rocketmq.v5.consumer import SimpleConsumer
     from rocketmq.v5.model import FilterExpression
 
+    main_thread_loop_for_the_official_client()
     consumer = SimpleConsumer(
         ClientConfiguration(endpoint, Credentials(), request_timeout=10),
         GROUP,

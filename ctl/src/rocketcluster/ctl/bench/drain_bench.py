@@ -40,6 +40,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rocketcluster.api.client.lean import LeanClient, OutgoingMessage
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.ctl.bench.client_bench import _cpu_seconds
+from rocketcluster.ctl.testing import main_thread_loop_for_the_official_client
 from rocketcluster.ctl.workload import Cluster, running
 
 BODY = os.urandom(1024)
@@ -138,6 +139,7 @@ def _official_drain(cluster: Cluster, name: str, want: int) -> dict[str, Any]:
     from rocketmq.v5.consumer import SimpleConsumer
     from rocketmq.v5.model import FilterExpression
 
+    main_thread_loop_for_the_official_client()
     consumer = SimpleConsumer(
         ClientConfiguration(cluster.endpoints, Credentials(), request_timeout=3),
         name,
