@@ -108,6 +108,27 @@ def test_replayed_put_is_idempotent_and_conflicts_refused(tmp_path: Path) -> Non
         cq.put(5, 50, 5, 0)  # a gap
 
 
+def test_retention_past_many_queues_is_one_transaction(tmp_path: Path) -> None:
+    """A deleted segment held entries of every queue: their blocks go in one commit
+    (one fsync), not one per queue."""
+    t = table(tmp_path)
+    queues = [t.get_or_create(f"t{n}", 0) for n in range(300)]
+    for cq in queues:
+        fill(cq, 0, 30)
+    t.flush()
+    commits: list[str] = []
+    t.database._writer.set_trace_callback(
+        lambda sql: commits.append(sql) if sql.startswith("COMMIT") else None
+    )
+    removed = t.delete_before_physical(1750)
+    assert removed == 2 * len(queues)  # blocks [0, 8) and [8, 16) of each
+    assert len(commits) == 1
+    assert all(cq.min_index == 18 for cq in queues)
+    again = reopen(t, tmp_path)
+    again.delete_before_physical(1750)  # what recovery does with the log's start
+    assert all(queue(again, f"t{n}").min_index == 18 for n in range(300))
+
+
 def test_truncate_and_retention_by_commit_log_offset(tmp_path: Path) -> None:
     t = table(tmp_path)
     cq = t.get_or_create("t", 0)

@@ -34,7 +34,7 @@ import shutil
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -234,16 +234,23 @@ class QueueDatabase:
             # takes that queue offset, not 0, after a restart.
             conn.execute("UPDATE queues SET empty_at = ? WHERE qid = ?", (index, qid))
 
-    def drop_before(self, qid: int, index: int) -> int:
-        """Delete the blocks of queue ``qid`` that hold only entries below ``index``,
-        but never its last one (it says where the queue stands); how many."""
+    def drop_before(self, cuts: Sequence[tuple[int, int]]) -> int:
+        """For each (qid, index) of ``cuts``, delete the blocks of queue ``qid`` that
+        hold only entries below ``index``, but never its last one (it says where the
+        queue stands); how many. One transaction (one fsync) for them all: retention
+        past a segment touches every queue with an entry in it, 100,000 of them."""
+        if not cuts:
+            return 0
+        deleted = 0
         with self._transaction() as conn:
-            cursor = conn.execute(
-                "DELETE FROM blocks WHERE qid = ? AND first + length(units) / 20 <= ?"
-                " AND block < (SELECT max(block) FROM blocks WHERE qid = ?)",
-                (qid, index, qid),
-            )
-            return int(cursor.rowcount)
+            for qid, index in cuts:
+                cursor = conn.execute(
+                    "DELETE FROM blocks WHERE qid = ? AND first + length(units) / 20 <= ?"
+                    " AND block < (SELECT max(block) FROM blocks WHERE qid = ?)",
+                    (qid, index, qid),
+                )
+                deleted += int(cursor.rowcount)
+        return deleted
 
     def remove_all(self) -> None:
         with self._transaction() as conn:
@@ -420,18 +427,17 @@ class ConsumeQueue:
                 self.min_index = min(self.min_index, new_max)
             table.database.truncate(self.qid, new_max)
 
-    def delete_before_physical(self, min_physical: int) -> int:
-        """Retention: forget entries pointing below ``min_physical``; delete the stored
-        blocks that only hold such entries. Returns the number of blocks deleted."""
+    def forget_before_physical(self, min_physical: int) -> int | None:
+        """Retention: forget entries pointing below ``min_physical``; the index below
+        which the database may drop this queue's blocks (None: nothing to drop). The
+        table drops every queue's blocks in one transaction."""
         new_min = self._first_index_at_or_after(min_physical)
         if new_min <= self.min_index:
-            return 0
+            return None
         with self._table.tail_lock:
             self.min_index = new_min
             self._head = None
-        new_min = min(new_min, self._tail_first)  # the database holds what is flushed
-        with self._table.database.write_lock:
-            return self._table.database.drop_before(self.qid, new_min)
+        return min(new_min, self._tail_first)  # the database holds what is flushed
 
     # -- flushing (ConsumeQueueTable) ------------------------------------------------
 
@@ -592,15 +598,19 @@ class ConsumeQueueTable:
         """Every queue: forget the entries below ``min_physical`` (retention). Only
         queues whose first entry is below it are touched. Blocks deleted."""
         edges = self.edges() if edges is None else edges
-        removed = 0
+        cuts = []
         for cq in self:
             if cq.min_index >= cq.max_index:
                 continue  # holds nothing (any more)
             edge = edges.get((cq.topic, cq.queue_id))
             first = edge[0] if edge is not None else cq.first_unflushed_offset()
             if first is not None and first < min_physical:
-                removed += cq.delete_before_physical(min_physical)
-        return removed
+                cut = cq.forget_before_physical(min_physical)
+                if cut is not None:
+                    cuts.append((cq.qid, cut))
+        database = self.database
+        with database.write_lock:
+            return database.drop_before(cuts)
 
     def reset(self) -> None:
         """Forget every queue (a slave that starts over from its master)."""
