@@ -9,7 +9,6 @@ previous one has settled; the decisions themselves live in ``orchestrate``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -47,7 +46,6 @@ from rocketcluster.operator.users import UsersReconciler
 log = logging.getLogger(__name__)
 
 FULL_APPLY_EVERY_S = 60.0
-CATALOGUE_PUTS = 32  # puts in flight at once, for controllers without batches
 
 EventSink = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 
@@ -472,8 +470,7 @@ async def put_missing(
     """Put what differs from the catalogue (the manifest's topics and groups, in the
     catalogue's canonical form: ``canonical_spec``), MAX_BATCH_ENTRIES to a command:
     a manifest of 10,000 topics is ten Raft entries, not ten thousand puts each with
-    its own fsync. Controllers that predate the batch get one put per entry,
-    CATALOGUE_PUTS in flight."""
+    its own fsync. Controllers that predate the batch get one put per entry."""
     have_topics = {t["name"]: t for t in catalogue.get("topics") or []}
     have_groups = {g["name"]: g for g in catalogue.get("consumerGroups") or []}
     puts = [("topics", t) for t in topics if have_topics.get(t["name"]) != t]
@@ -488,25 +485,9 @@ async def put_missing(
         except AdminError as exc:
             if exc.status not in (404, 405):
                 raise
-            await _put_one_by_one(admin, puts[start:])
+            for collection, body in puts[start:]:  # one put per entry, as before
+                await admin.put(collection, body["name"], body)
             return
-
-
-async def _put_one_by_one(admin: ControllerAdmin, puts: list[tuple[str, dict[str, Any]]]) -> None:
-    """A put per entry, CATALOGUE_PUTS in flight; the first refusal stops the rest
-    (the next reconcile puts what is still missing)."""
-    slots = asyncio.Semaphore(CATALOGUE_PUTS)
-
-    async def put(collection: str, body: dict[str, Any]) -> None:
-        async with slots:
-            await admin.put(collection, body["name"], body)
-
-    try:
-        async with asyncio.TaskGroup() as puts_in_flight:
-            for collection, body in puts:
-                puts_in_flight.create_task(put(collection, body))
-    except ExceptionGroup as failed:  # the others are cancelled: the first says why
-        raise failed.exceptions[0] from None
 
 
 def _monitoring_unavailable(api_version: str, exc: KubeApiError) -> bool:

@@ -14,6 +14,7 @@ never shrunk under stored messages). Only the admin API deletes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from rocketcluster.api.names import group_name_problem, topic_name_problem
 from rocketcluster.api.topics import ConsumerGroupSpec, MessageType, TopicSpec
@@ -21,6 +22,7 @@ from rocketcluster.broker.messaging.codes import Code, MessagingError
 from rocketcluster.broker.store import MetadataStore
 
 DEFAULT_QUEUES = 8
+Spec = TypeVar("Spec", TopicSpec, ConsumerGroupSpec)
 RETIRED_KEY = "registry/retired"
 
 
@@ -62,6 +64,17 @@ class TopicRegistry:
                 and self._groups.get(group.name) != group
             ]
         )
+
+    def _serve(
+        self, specs: Sequence[Spec], served: dict[str, Spec], retired: dict[str, Spec]
+    ) -> None:
+        """``specs`` served from now on; the retired ones among them no longer are."""
+        revived = False
+        for spec in specs:
+            served[spec.name] = spec
+            revived |= retired.pop(spec.name, None) is not None
+        if revived:
+            self._save_retired()
 
     def _save_retired(self) -> None:
         self._metadata.put_value(
@@ -119,12 +132,7 @@ class TopicRegistry:
                     "strand messages (create a new topic instead)",
                 )
         self._metadata.put_topics(specs)
-        revived = False
-        for spec in specs:
-            self._topics[spec.name] = spec
-            revived |= self._retired_topics.pop(spec.name, None) is not None
-        if revived:
-            self._save_retired()
+        self._serve(specs, self._topics, self._retired_topics)
 
     def retire_topic(self, name: str) -> bool:
         """Stop serving ``name``, keeping its spec and messages; False if not served."""
@@ -182,12 +190,7 @@ class TopicRegistry:
     def put_groups(self, specs: Sequence[ConsumerGroupSpec]) -> None:
         """Create or update every group of ``specs`` in one metadata write."""
         self._metadata.put_groups(specs)
-        revived = False
-        for spec in specs:
-            self._groups[spec.name] = spec
-            revived |= self._retired_groups.pop(spec.name, None) is not None
-        if revived:
-            self._save_retired()
+        self._serve(specs, self._groups, self._retired_groups)
 
     def retire_group(self, name: str) -> bool:
         """Stop serving ``name``, keeping its spec and consumer offsets."""
