@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import logging
 import os
 
@@ -29,6 +30,21 @@ class _QuietTicks(logging.Filter):
         )
 
 
+class _NamesTheObject(logging.Formatter):
+    """kopf's per-object lines ("Handler 'put_entry' succeeded.") say which object
+    only in the record's ``k8s_ref``: the line names it, as ``[Kind namespace/name]``,
+    so a log of thousands of objects tells them apart."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ref = getattr(record, "k8s_ref", None)
+        if not isinstance(ref, dict):
+            return super().format(record)
+        where = "/".join(str(p) for p in (ref.get("namespace"), ref.get("name")) if p)
+        record = copy.copy(record)
+        record.msg = f"[{ref.get('kind') or 'object'} {where}] {record.msg}"
+        return super().format(record)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Run the rocketcluster operator.")
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
@@ -44,9 +60,9 @@ def main(argv: list[str] | None = None) -> None:
         help="e.g. http://0.0.0.0:8080/healthz",
     )
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=args.log_level.upper())
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(_NamesTheObject("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("kopf.objects").addFilter(_QuietTicks())
     assert handlers.reconcile_cluster  # the handlers register on import
