@@ -1,10 +1,13 @@
 """The manifest's topics and groups into the catalogue (``put_missing``) against three
 real controllers: thousands of entries in a few batch commands, every one in the
 catalogue afterwards; nothing put when nothing differs; an invalid entry refuses its
-batch with the AdminError the reconciler handles."""
+batch with the AdminError the reconciler handles. The RocketTopic/RocketConsumerGroup
+handlers' puts, gathered by ``PutBatcher``: thousands at once in a few commands, a
+refused entry its own handler's error, unreachable controllers every handler's."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,12 +20,15 @@ from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.operator.admin import AdminError, ControllerAdmin
+from rocketcluster.operator.catalogue_batch import PutBatcher
 from rocketcluster.operator.reconcile import put_missing
 
 pytestmark = pytest.mark.slow
 
 
 TOPICS = [canonical_spec(TopicSpec(name=f"t-{i:04d}", queues=8)) for i in range(2000)]
+# A loopback address no local runtime hands out (they take 127.0.x.y).
+NOBODY = "127.251.13.7"
 GROUPS = [canonical_spec(ConsumerGroupSpec(name=f"g-{i:03d}")) for i in range(200)]
 
 
@@ -96,3 +102,84 @@ async def test_an_invalid_entry_refuses_its_batch_with_the_admin_error(
     assert raised.value.status == 422 and "queues" in str(raised.value.detail)
     names = _names((await _catalogue(admin))["topics"])
     assert "bad" not in names and "ok-0" not in names  # all or none
+
+
+# -- the RocketTopic / RocketConsumerGroup handlers' puts, batched (catalogue_batch.py) --
+
+
+async def test_handlers_putting_together_make_a_few_batch_commands(
+    counted: tuple[ControllerAdmin, list[str]],
+) -> None:
+    """2,500 handlers at once (kopf resuming 2,500 objects): every entry lands, in
+    three commands, and each handler gets a version whose catalogue holds its entry."""
+    admin, writes = counted
+    before = (await _catalogue(admin))["version"]
+    batcher = PutBatcher()
+    specs = [canonical_spec(TopicSpec(name=f"crd-{i:04d}", queues=4)) for i in range(2300)]
+    specs += [canonical_spec(ConsumerGroupSpec(name=f"crd-g-{i:03d}")) for i in range(200)]
+
+    async def handler(spec: dict[str, Any]) -> int:
+        collection = "topics" if "queues" in spec else "consumer-groups"
+        return await batcher.put(("ns", "puts"), admin, collection, spec)
+
+    versions = await asyncio.gather(*(handler(s) for s in specs))
+    after = await _catalogue(admin)
+    assert writes == ["/v1/catalogue/entries"] * 3
+    assert after["version"] == before + 3
+    assert set(versions) <= set(range(before + 1, before + 4))
+    topics = {t["name"]: t for t in after["topics"]}
+    assert all(topics[s["name"]] == s for s in specs if "queues" in s)
+    assert _names(after["consumerGroups"]) >= {s["name"] for s in specs if "queues" not in s}
+    assert not batcher._queues  # nothing left behind for the cluster
+
+
+async def test_a_refused_entry_is_its_own_handlers_error_and_the_others_land(
+    counted: tuple[ControllerAdmin, list[str]],
+) -> None:
+    admin, _ = counted
+    batcher = PutBatcher()
+    fine = [canonical_spec(TopicSpec(name=f"lone-{i}", queues=2)) for i in range(30)]
+    refused = {**canonical_spec(TopicSpec(name="lone-bad")), "queues": 0}
+    outcomes = await asyncio.gather(
+        *(batcher.put(("ns", "puts"), admin, "topics", s) for s in [*fine, refused]),
+        return_exceptions=True,
+    )
+    *landed, error = outcomes
+    assert isinstance(error, AdminError) and error.status == 422, error
+    assert all(isinstance(v, int) and v > 0 for v in landed), landed
+    names = _names((await _catalogue(admin))["topics"])
+    assert names >= _names(fine) and "lone-bad" not in names
+
+
+async def test_the_same_entry_twice_before_sending_puts_the_newer(
+    counted: tuple[ControllerAdmin, list[str]],
+) -> None:
+    admin, writes = counted
+    batcher = PutBatcher()
+    older = canonical_spec(TopicSpec(name="twice", queues=2))
+    newer = canonical_spec(TopicSpec(name="twice", queues=6))
+    first, second = await asyncio.gather(
+        batcher.put(("ns", "puts"), admin, "topics", older),
+        batcher.put(("ns", "puts"), admin, "topics", newer),
+    )
+    assert first == second
+    assert writes == ["/v1/catalogue/entries"]
+    topics = {t["name"]: t for t in (await _catalogue(admin))["topics"]}
+    assert topics["twice"] == newer
+
+
+async def test_unreachable_controllers_fail_every_waiting_handler() -> None:
+    """Nothing answers: every handler hears the error (kopf retries it), none hangs."""
+    async with httpx.AsyncClient() as http:
+        admin = ControllerAdmin(http, {1: NOBODY})
+        batcher = PutBatcher()
+        specs = [canonical_spec(TopicSpec(name=f"nowhere-{i}")) for i in range(20)]
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(
+                *(batcher.put(("ns", "gone"), admin, "topics", s) for s in specs),
+                return_exceptions=True,
+            ),
+            timeout=60,
+        )
+    assert all(isinstance(o, AdminError) and o.status == 0 for o in outcomes), outcomes
+    assert not batcher._queues

@@ -5,7 +5,7 @@ out when deleted. Status says whether the cluster has it."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,11 +17,18 @@ from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic, canoni
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.status import CatalogueStatus, ready_conditions
 from rocketcluster.operator.admin import AdminError, BrokerAdmin, ControllerAdmin
+from rocketcluster.operator.catalogue_batch import ClusterKey, PutBatcher
 from rocketcluster.operator.kube.apply import Applier
 from rocketcluster.operator.kube.client import KubeClient
 from rocketcluster.operator.observe import pod_state
+from rocketcluster.operator.recent import Recent
 from rocketcluster.operator.trust import AdminHttp, AdminTrust
 from rocketcluster.operator.users import admin_token
+
+# How long a put waits for every ready broker to serve it before it says Propagating
+# (and kopf retries it), and how often it looks (the shared check's lifetime).
+SERVED_WAIT_S = 5.0
+SERVED_POLL_S = 0.5
 
 
 class CatalogueRefused(ValueError):
@@ -65,6 +72,31 @@ def entry_of(body: dict[str, Any]) -> Entry:
         raise CatalogueRefused(f"{body['kind']} {meta['name']}: {problems}") from exc
 
 
+@dataclass(frozen=True)
+class ClusterAdmin:
+    """How to reach one cluster's admin APIs: its controllers, the https client (under
+    TLS) and its admin token."""
+
+    controllers: ControllerAdmin
+    http: AdminHttp
+    token: str | None
+
+
+@dataclass
+class CatalogueShared:
+    """What every RocketTopic / RocketConsumerGroup handler shares (kept in the
+    operator's Services): when thousands run at once, they make one catalogue command
+    per thousand entries, one lookup of the cluster's controllers and token, and one
+    round of broker checks, instead of one each (catalogue_batch.py, recent.py)."""
+
+    puts: PutBatcher = field(default_factory=PutBatcher)
+    # The controllers' addresses and the token: a roll moves them, an error forgets them.
+    admins: Recent[ClusterKey, ClusterAdmin] = field(default_factory=lambda: Recent(2.0))
+    # The catalogue version each ready broker pod serves: a handler that finds its own
+    # version not yet served retries in a second, when this is stale again.
+    served: Recent[ClusterKey, dict[str, int]] = field(default_factory=lambda: Recent(0.5))
+
+
 class CatalogueReconciler:
     def __init__(
         self,
@@ -72,18 +104,24 @@ class CatalogueReconciler:
         applier: Applier,
         http: httpx.AsyncClient,
         trust: AdminTrust | None = None,
+        shared: CatalogueShared | None = None,
     ) -> None:
         self._client = client
         self._applier = applier
+        self._http = http
         self._trust = trust
-        # The named cluster's admin client (https with its CA under TLS): set by _admin.
-        self._admin_http = AdminHttp(http)
-        self._token: str | None = None  # security.auth: the cluster's admin token
+        self._shared = shared or CatalogueShared()
 
-    async def _admin(self, namespace: str, cluster: str) -> ControllerAdmin:
+    async def _admin(self, namespace: str, cluster: str) -> ClusterAdmin:
+        return await self._shared.admins.get(
+            (namespace, cluster), lambda: self._look_up_admin(namespace, cluster)
+        )
+
+    async def _look_up_admin(self, namespace: str, cluster: str) -> ClusterAdmin:
         found = await self._client.get(kube.API_VERSION, "RocketCluster", namespace, cluster)
         if found is None:
             raise CatalogueWaiting(f"RocketCluster {namespace}/{cluster} does not exist")
+        http = AdminHttp(self._http)
         if self._trust is not None:
             try:
                 spec = RocketCluster.model_validate(
@@ -91,8 +129,8 @@ class CatalogueReconciler:
                 )
             except ValidationError as exc:
                 raise CatalogueWaiting(f"RocketCluster {namespace}/{cluster} is invalid") from exc
-            self._admin_http = await self._trust.for_cluster(spec)
-        self._token = await admin_token(self._client, found)
+            http = await self._trust.for_cluster(spec)
+        token = await admin_token(self._client, found)
         pods = await self._client.list(
             "v1",
             "Pod",
@@ -107,8 +145,8 @@ class CatalogueReconciler:
                 members[int(name.rsplit("-", 1)[-1]) + 1] = ip
         if not members:
             raise CatalogueWaiting(f"the controllers of {cluster} are not running yet")
-        http = self._admin_http
-        return ControllerAdmin(http.client, members, http.server_name, self._token)
+        controllers = ControllerAdmin(http.client, members, http.server_name, token)
+        return ClusterAdmin(controllers, http, token)
 
     async def put(self, body: dict[str, Any]) -> None:
         try:
@@ -117,14 +155,18 @@ class CatalogueReconciler:
             await self._status(body, "", False, "InvalidSpec", str(exc))
             raise
         namespace = body["metadata"]["namespace"]
+        key = (namespace, entry.cluster)
         try:
             admin = await self._admin(namespace, entry.cluster)
-            version = await admin.put(entry.collection, entry.name, entry.body)
+            version = await self._shared.puts.put(
+                key, admin.controllers, entry.collection, entry.body
+            )
             previous = (body.get("status") or {}).get("name")
             if previous and previous != entry.name:
-                await admin.delete(entry.collection, previous)
-            behind = await self._brokers_behind(namespace, entry.cluster, version)
+                await admin.controllers.delete(entry.collection, previous)
+            behind = await self._wait_served(namespace, entry.cluster, version, admin)
         except AdminError as exc:
+            self._shared.admins.forget(key)  # the controllers may have moved
             refused = 400 <= exc.status < 500 and exc.status != 421
             reason = "Refused" if refused else "ClusterUnavailable"
             await self._status(body, entry.name, False, reason, str(exc.detail or exc))
@@ -137,10 +179,37 @@ class CatalogueReconciler:
             raise CataloguePropagating(message)
         await self._status(body, entry.name, True, "InCatalogue", f"served by {entry.cluster}")
 
-    async def _brokers_behind(self, namespace: str, cluster: str, version: int) -> list[str]:
+    async def _wait_served(
+        self, namespace: str, cluster: str, version: int, admin: ClusterAdmin
+    ) -> list[str]:
+        """The brokers still behind ``version`` after up to SERVED_WAIT_S: brokers poll
+        the catalogue every 1.5 s, so the handler waits for them (one shared check per
+        cluster every half second) rather than write a Propagating status, fail, and
+        come back through kopf's retry — for thousands of objects at once that was most
+        of the operator's work."""
+        deadline = asyncio.get_running_loop().time() + SERVED_WAIT_S
+        while True:
+            behind = await self._brokers_behind(namespace, cluster, version, admin)
+            if not behind or asyncio.get_running_loop().time() >= deadline:
+                return behind
+            await asyncio.sleep(SERVED_POLL_S)
+
+    async def _brokers_behind(
+        self, namespace: str, cluster: str, version: int, admin: ClusterAdmin
+    ) -> list[str]:
         """The ready broker pods that have not applied catalogue ``version`` yet (a
         broker that does not answer counts as behind; one that is not ready loads the
         catalogue when it starts)."""
+        served = await self._shared.served.get(
+            (namespace, cluster), lambda: self._served_versions(namespace, cluster, admin)
+        )
+        return sorted(name for name, applied in served.items() if applied < version)
+
+    async def _served_versions(
+        self, namespace: str, cluster: str, admin: ClusterAdmin
+    ) -> dict[str, int]:
+        """The catalogue version each ready broker pod serves, by pod name (-1: it did
+        not answer)."""
         pods = await self._client.list(
             "v1",
             "Pod",
@@ -151,16 +220,14 @@ class CatalogueReconciler:
         ready = [p for p in pods if (s := pod_state(p, now)).ready and s.ip and not s.deleting]
 
         async def applied(pod: dict[str, Any]) -> int:
-            http = self._admin_http
-            info = await BrokerAdmin(
-                http.client, pod["status"]["podIP"], http.server_name, self._token
-            ).broker()
+            broker = BrokerAdmin(
+                admin.http.client, pod["status"]["podIP"], admin.http.server_name, admin.token
+            )
+            info = await broker.broker()  # None when it does not answer
             return int((info or {}).get("catalogueVersion", -1))
 
         versions = await asyncio.gather(*(applied(p) for p in ready))
-        return sorted(
-            p["metadata"]["name"] for p, v in zip(ready, versions, strict=True) if v < version
-        )
+        return {p["metadata"]["name"]: v for p, v in zip(ready, versions, strict=True)}
 
     async def delete(self, body: dict[str, Any]) -> None:
         try:
@@ -172,7 +239,7 @@ class CatalogueReconciler:
             admin = await self._admin(body["metadata"]["namespace"], entry.cluster)
         except CatalogueWaiting:
             return  # the cluster is gone, and its catalogue with it
-        await admin.delete(entry.collection, name)
+        await admin.controllers.delete(entry.collection, name)
 
     async def _status(
         self, body: dict[str, Any], name: str, ready: bool, reason: str, message: str
@@ -182,6 +249,7 @@ class CatalogueReconciler:
             conditions=ready_conditions(body, ready, reason, message),
             name=name,
         )
-        await self._applier.apply_status(
-            body, status.model_dump(mode="json", by_alias=True, exclude_none=True)
-        )
+        wanted = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if body.get("status") == wanted:
+            return  # a resume of an object that is as it was: no write (and no event)
+        await self._applier.apply_status(body, wanted)
