@@ -1,6 +1,7 @@
 """A RocketCluster's life, driven the way users drive it: ``kubectl apply`` the example
 manifest → Ready with masters in status → the official client produces and consumes
-through the group Services → a master's process dies and status follows the new
+through the group Services → topics as resources, a hundred at once, and an operator
+restart that resumes them all → a master's process dies and status follows the new
 master → an image change rolls every pod in order under continuous load, losing
 nothing → scale out to three groups → scale-in refused while the leaving group holds
 unconsumed messages → drained scale-in → deletion leaves what the retention policy
@@ -18,6 +19,8 @@ from rocketcluster.api import kube
 from rocketcluster.api.cluster import controller_image_for
 from rocketcluster.ctl.workload import Workload, consume, produce
 from rocketcluster.e2e.k8s import steps
+from rocketcluster.e2e.k8s.backends import EmulatedBackend
+from rocketcluster.e2e.k8s.catalogue_bench import Bulk, measure_apply, measure_resume
 from rocketcluster.e2e.k8s.operated import condition, wait_until
 
 from .conftest import CATALOGUE, MANIFEST, Journey
@@ -26,6 +29,8 @@ pytestmark = pytest.mark.slow
 
 GROUPS = ["prod-broker-0", "prod-broker-1"]
 LEAVING = "prod-broker-2"
+BULK = 100  # RocketTopic objects applied at once (make bench applies 10,000)
+BULK_TIMEOUT_S = 300.0
 
 
 def _names(objects: list[dict[str, Any]]) -> list[str]:
@@ -87,6 +92,21 @@ def test_topics_and_consumer_groups_as_resources(journey: Journey) -> None:
     got = consume(endpoints, len(sent), group="invoicing", topic="invoices")
     assert sorted(got) == sorted(sent)
     assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in cluster.pods({})} == uids
+
+
+def test_topic_resources_in_bulk_and_an_operator_restart(journey: Journey) -> None:
+    """A hundred RocketTopic objects in one apply: their handlers' puts go in a few
+    batched catalogue commands, not one each, and every broker serves them all; a
+    restarted operator resumes every object and changes nothing."""
+    cluster = journey.needs("ready")
+    bulk = Bulk(cluster, "bulk", BULK, print)
+    applied = measure_apply(bulk, BULK_TIMEOUT_S, None)
+    assert applied["servedByEveryBroker"] == BULK, applied
+    assert applied["catalogueCommands"] <= BULK // 4, applied
+    if isinstance(cluster.backend, EmulatedBackend):  # a real cluster's operator is a pod
+        resumed = measure_resume(bulk, cluster.backend, BULK_TIMEOUT_S)
+        assert resumed["catalogueCommands"] == 0, resumed
+        assert resumed["stillReady"] == BULK, resumed
 
 
 def test_status_follows_a_killed_master(journey: Journey) -> None:

@@ -104,10 +104,22 @@ class EmulatedBackend:
             argv = [sys.executable, "-m", "rocketcluster.operator.main"]
             if operator_image:
                 argv = self._in_image(operator_image, env)
+            self._operator_argv, self._operator_env = argv, env
             self.operator = self.harness.start_process(argv, env=env, name="operator")
         except BaseException:
             self.close()
             raise
+
+    def restart_operator(self, log_name: str = "operator-restarted") -> Path:
+        """Stop the operator by its PID (SIGTERM: kopf finishes what it does) and start
+        it again, as a new pod of its Deployment would: it resumes every object. The
+        new one's log (returned) is ``DIR/<log_name>.log``."""
+        self.operator.terminate()
+        self.operator.wait(timeout=60)
+        self.operator = self.harness.start_process(
+            self._operator_argv, env=self._operator_env, name=log_name
+        )
+        return self.harness.dir / f"{log_name}.log"
 
     def _in_image(self, image: str, env: dict[str, str]) -> list[str]:
         """``buildah run`` of the operator image's entry point as the image's user,

@@ -234,6 +234,12 @@ class KubeHarness:
         return done
 
     @property
+    def emulator_pid(self) -> int:
+        if self._emulator is None:
+            raise HarnessError("the harness is not started")
+        return self._emulator.pid
+
+    @property
     def http(self) -> httpx.Client:
         if self._http is None:
             raise HarnessError("the harness is not started")
