@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 from rocketcluster.api.client.admin import AdminClient
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.broker.store import FlushMode, StoreConfig
-from rocketcluster.ctl.client_errors import CLIENT_LOGGER
 from rocketcluster.ctl.local.auth import local_admin_token
 from rocketcluster.ctl.local.runtime import LocalRuntime
 
@@ -171,6 +170,10 @@ def main_thread_loop_for_the_official_client() -> None:
 def quiet_official_client() -> None:
     """The official client logs every retry at INFO; tests, benchmarks and the demo
     only want warnings, and not its callbacks' tracebacks."""
+    # Imported here: client_errors loads the official client (~0.4 s), which a test
+    # process that only wants a store (small_store_config) should not pay.
+    from rocketcluster.ctl.client_errors import CLIENT_LOGGER
+
     logging.getLogger(CLIENT_LOGGER).setLevel(logging.WARNING)
     futures = logging.getLogger("concurrent.futures")
     if not any(isinstance(f, _OfficialClientCallbackNoise) for f in futures.filters):
