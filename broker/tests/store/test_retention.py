@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from rocketcluster.broker.store import GetStatus, MessageStore
+from rocketcluster.broker.store.housekeeping import RETENTION_PAGE
 from rocketcluster.broker.store.retention import DeleteReason, SegmentInfo, plan_retention
 
 from .conftest import message, small_config
@@ -121,5 +124,73 @@ async def test_store_size_ceiling(store_dir: Path) -> None:
         decision = store.apply_retention()
         assert DeleteReason.STORE_SIZE in decision.reasons
         assert len(store.commitlog.segments) <= 4
+    finally:
+        await store.close()
+
+
+async def test_the_periodic_run_serves_the_event_loop_between_pages_of_queues(
+    store_dir: Path,
+) -> None:
+    """Three pages of queues, a message each in old segments and one in new ones: the
+    periodic run (``run_retention``) lets the event loop run between its pages, and
+    leaves every queue where the all-at-once run would: its first message forgotten
+    exactly when that message's segment went, across a restart too."""
+    queues = 3 * RETENTION_PAGE
+    cfg = small_config(store_dir, retention_hours=1.0)
+    store = await MessageStore.open(cfg)
+    try:
+        first_at: dict[int, int] = {}
+        for round_ in range(2):
+            for start in range(0, queues, 64):
+                batch = [
+                    message(round_ * queues + q, queues=queues, size=40)
+                    for q in range(start, start + 64)
+                ]
+                result = await store.put_batch(batch)
+                assert result.ok
+                if round_ == 0:
+                    for q, record in zip(range(start, start + 64), result.records, strict=True):
+                        first_at[q] = record.physical_offset
+        await store.checkpoint()
+        boundary = min(store.commitlog.segments[-1].base, max(first_at.values()))
+        old = time.time() - 5 * HOUR
+        for seg in store.commitlog.segments:
+            if seg.end <= boundary:
+                os.utime(seg.path, (old, old))
+
+        served = 0
+        seen_at_pages: list[int] = []
+
+        async def loop_turns() -> None:
+            nonlocal served
+            while True:
+                await asyncio.sleep(0)
+                served += 1
+
+        cuts = store.queues.retention_cuts
+
+        def counted(*args: Any, **kwargs: Any) -> list[tuple[int, int]]:
+            seen_at_pages.append(served)
+            return cuts(*args, **kwargs)
+
+        store.queues.retention_cuts = counted  # type: ignore[method-assign]
+        turns = asyncio.create_task(loop_turns())
+        try:
+            decision = await store.run_retention()
+        finally:
+            turns.cancel()
+        assert decision.delete_count > 0
+        assert len(seen_at_pages) == 3
+        assert seen_at_pages == sorted(set(seen_at_pages)), "a page followed another at once"
+        new_min = store.commitlog.min_offset
+        expected = {q: (1 if first_at[q] < new_min else 0, 2) for q in range(queues)}
+        assert 0 < sum(lo for lo, _ in expected.values()) < queues  # some went, some stayed
+        got = {q: store.queue_offsets("orders", q) for q in range(queues)}
+        assert got == expected
+    finally:
+        await store.close()
+    store = await MessageStore.open(cfg)
+    try:
+        assert {q: store.queue_offsets("orders", q) for q in range(queues)} == expected
     finally:
         await store.close()

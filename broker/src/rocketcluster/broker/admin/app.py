@@ -383,7 +383,7 @@ def create_admin_app(
         """Apply the retention policy now (it also runs every retentionInterval): what
         it deleted, why, and how many segments it kept because the tier does not have
         their messages yet."""
-        decision = store.apply_retention()
+        decision = await store.run_retention()
         return {
             "deletedSegments": decision.delete_count,
             "reasons": [str(r) for r in decision.reasons],

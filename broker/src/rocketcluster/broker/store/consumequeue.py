@@ -34,7 +34,7 @@ import shutil
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -150,11 +150,20 @@ class QueueDatabase:
 
     # -- reading ---------------------------------------------------------------------
 
-    def bounds(self) -> list[_Bounds]:
+    def bounds(self, *, own_connection: bool = False) -> list[_Bounds]:
         """Every queue's row; the four last are None for a queue without flushed
-        entries."""
-        with self._read_lock:
-            return [_Bounds._make(row) for row in self._reader.execute(_BOUNDS)]
+        entries. ``own_connection``: on a connection of its own (WAL lets it read
+        beside the others), for a caller on a worker thread — the query takes a second
+        at 100,000 queues, and holding the shared reader that long would stall every
+        read on the event loop."""
+        if not own_connection:
+            with self._read_lock:
+                return [_Bounds._make(row) for row in self._reader.execute(_BOUNDS)]
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=60.0)
+        try:
+            return [_Bounds._make(row) for row in conn.execute(_BOUNDS)]
+        finally:
+            conn.close()
 
     def read(self, qid: int, start: int, end: int) -> bytes:
         """The flushed entries [start, end) of queue ``qid`` (fewer where it has none)."""
@@ -520,11 +529,11 @@ class ConsumeQueueTable:
         self._next_qid = max((b.qid for b in rows), default=0) + 1
         return _edges(rows)
 
-    def edges(self) -> Edges:
+    def edges(self, *, own_connection: bool = False) -> Edges:
         """Commit-log offsets of the first and last flushed entry of each queue that
         has any: recovery and retention touch only the queues whose edges cross their
-        offsets."""
-        return _edges(self.database.bounds())
+        offsets (``own_connection``: see QueueDatabase.bounds)."""
+        return _edges(self.database.bounds(own_connection=own_connection))
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self._queues.get((topic, queue_id))
@@ -596,10 +605,19 @@ class ConsumeQueueTable:
 
     def delete_before_physical(self, min_physical: int, edges: Edges | None = None) -> int:
         """Every queue: forget the entries below ``min_physical`` (retention). Only
-        queues whose first entry is below it are touched. Blocks deleted."""
+        queues whose first entry is below it are touched. Blocks deleted. (All at once:
+        recovery and the admin API's retention run; the store's housekeeping takes the
+        same steps a page at a time, off the event loop where it can.)"""
         edges = self.edges() if edges is None else edges
+        return self.drop_before(self.retention_cuts(min_physical, edges, list(self)))
+
+    def retention_cuts(
+        self, min_physical: int, edges: Edges, queues: Iterable[ConsumeQueue]
+    ) -> list[tuple[int, int]]:
+        """Forget, in memory, the entries of ``queues`` below ``min_physical``: for
+        each queue that had any, (qid, the index below which its blocks may go)."""
         cuts = []
-        for cq in self:
+        for cq in queues:
             if cq.min_index >= cq.max_index:
                 continue  # holds nothing (any more)
             edge = edges.get((cq.topic, cq.queue_id))
@@ -608,6 +626,10 @@ class ConsumeQueueTable:
                 cut = cq.forget_before_physical(min_physical)
                 if cut is not None:
                     cuts.append((cq.qid, cut))
+        return cuts
+
+    def drop_before(self, cuts: Sequence[tuple[int, int]]) -> int:
+        """Delete the blocks below each cut, in one transaction: blocks deleted."""
         database = self.database
         with database.write_lock:
             return database.drop_before(cuts)

@@ -523,6 +523,12 @@ class MessageStore:
         """Apply the retention policy now (it also runs periodically)."""
         return self._housekeeping.apply_retention(now)
 
+    async def run_retention(self, now: float | None = None) -> RetentionDecision:
+        """Apply the retention policy now as the periodic run does: the pass over every
+        queue gives the event loop back a page at a time (``apply_retention``: all at
+        once)."""
+        return await self._housekeeping.apply_retention_paced(now)
+
     async def checkpoint(self) -> None:
         """Flush derived data and write the checkpoint now (it also runs periodically)."""
         await self._housekeeping.checkpoint()
