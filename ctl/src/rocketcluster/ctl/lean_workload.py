@@ -14,6 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import grpc
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.client.lean import LeanClient, OutgoingMessage, new_message_id
@@ -65,7 +66,7 @@ class LeanWorkload:
                 try:
                     entries = await client.send(TOPIC, pending)
                 except Exception as exc:
-                    error = str(exc).splitlines()[0][:120]
+                    error = failure_text(exc)
                     continue
                 now = time.time()
                 failed = set()
@@ -82,3 +83,16 @@ class LeanWorkload:
             else:
                 self.failures.append(time.time())
                 self.errors[error] = self.errors.get(error, 0) + len(pending)
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a failed request says, in a line: a gRPC error's status and details (its
+    ``str`` starts with a line that names neither), else the exception's first line."""
+    if isinstance(exc, grpc.RpcError):
+        code, details = getattr(exc, "code", None), getattr(exc, "details", None)
+        status = code() if callable(code) else None
+        if isinstance(status, grpc.StatusCode):
+            said = details() if callable(details) else ""
+            return f"{status.name}: {said}"[:120]
+    first = str(exc).splitlines()
+    return (first[0] if first else type(exc).__name__)[:120]
