@@ -33,6 +33,12 @@ class AdminError(RuntimeError):
         self.status = status
         self.detail = detail
 
+    @property
+    def refused(self) -> bool:
+        """The request as it is was refused (4xx: a person or a newer peer must change
+        something), not the peer unavailable (0, 5xx, or 421: leadership moved)."""
+        return 400 <= self.status < 500 and self.status != 421
+
 
 def _url(ip: str, path: str, https: bool = False) -> str:
     return f"{'https' if https else 'http'}://{ip}:{ADMIN_PORT}{path}"

@@ -72,16 +72,6 @@ def entry_of(body: dict[str, Any]) -> Entry:
         raise CatalogueRefused(f"{body['kind']} {meta['name']}: {problems}") from exc
 
 
-@dataclass(frozen=True)
-class ClusterAdmin:
-    """How to reach one cluster's admin APIs: its controllers, the https client (under
-    TLS) and its admin token."""
-
-    controllers: ControllerAdmin
-    http: AdminHttp
-    token: str | None
-
-
 @dataclass
 class CatalogueShared:
     """What every RocketTopic / RocketConsumerGroup handler shares (kept in the
@@ -90,8 +80,9 @@ class CatalogueShared:
     round of broker checks, instead of one each (catalogue_batch.py, recent.py)."""
 
     puts: PutBatcher = field(default_factory=PutBatcher)
-    # The controllers' addresses and the token: a roll moves them, an error forgets them.
-    admins: Recent[ClusterKey, ClusterAdmin] = field(default_factory=lambda: Recent(2.0))
+    # The controllers' addresses, https client and token: a roll moves them, an error
+    # forgets them.
+    admins: Recent[ClusterKey, ControllerAdmin] = field(default_factory=lambda: Recent(2.0))
     # The catalogue version each ready broker pod serves: a handler that finds its own
     # version not yet served retries in a second, when this is stale again.
     served: Recent[ClusterKey, dict[str, int]] = field(default_factory=lambda: Recent(0.5))
@@ -112,12 +103,12 @@ class CatalogueReconciler:
         self._trust = trust
         self._shared = shared or CatalogueShared()
 
-    async def _admin(self, namespace: str, cluster: str) -> ClusterAdmin:
+    async def _admin(self, namespace: str, cluster: str) -> ControllerAdmin:
         return await self._shared.admins.get(
             (namespace, cluster), lambda: self._look_up_admin(namespace, cluster)
         )
 
-    async def _look_up_admin(self, namespace: str, cluster: str) -> ClusterAdmin:
+    async def _look_up_admin(self, namespace: str, cluster: str) -> ControllerAdmin:
         found = await self._client.get(kube.API_VERSION, "RocketCluster", namespace, cluster)
         if found is None:
             raise CatalogueWaiting(f"RocketCluster {namespace}/{cluster} does not exist")
@@ -145,8 +136,7 @@ class CatalogueReconciler:
                 members[int(name.rsplit("-", 1)[-1]) + 1] = ip
         if not members:
             raise CatalogueWaiting(f"the controllers of {cluster} are not running yet")
-        controllers = ControllerAdmin(http.client, members, http.server_name, token)
-        return ClusterAdmin(controllers, http, token)
+        return ControllerAdmin(http.client, members, http.server_name, token)
 
     async def put(self, body: dict[str, Any]) -> None:
         try:
@@ -158,16 +148,14 @@ class CatalogueReconciler:
         key = (namespace, entry.cluster)
         try:
             admin = await self._admin(namespace, entry.cluster)
-            version = await self._shared.puts.put(
-                key, admin.controllers, entry.collection, entry.body
-            )
+            version = await self._shared.puts.put(key, admin, entry.collection, entry.body)
             previous = (body.get("status") or {}).get("name")
             if previous and previous != entry.name:
-                await admin.controllers.delete(entry.collection, previous)
+                await admin.delete(entry.collection, previous)
             behind = await self._wait_served(namespace, entry.cluster, version, admin)
         except AdminError as exc:
             self._shared.admins.forget(key)  # the controllers may have moved
-            refused = 400 <= exc.status < 500 and exc.status != 421
+            refused = exc.refused
             reason = "Refused" if refused else "ClusterUnavailable"
             await self._status(body, entry.name, False, reason, str(exc.detail or exc))
             if refused:
@@ -180,7 +168,7 @@ class CatalogueReconciler:
         await self._status(body, entry.name, True, "InCatalogue", f"served by {entry.cluster}")
 
     async def _wait_served(
-        self, namespace: str, cluster: str, version: int, admin: ClusterAdmin
+        self, namespace: str, cluster: str, version: int, admin: ControllerAdmin
     ) -> list[str]:
         """The brokers still behind ``version`` after up to SERVED_WAIT_S: brokers poll
         the catalogue every 1.5 s, so the handler waits for them (one shared check per
@@ -195,7 +183,7 @@ class CatalogueReconciler:
             await asyncio.sleep(SERVED_POLL_S)
 
     async def _brokers_behind(
-        self, namespace: str, cluster: str, version: int, admin: ClusterAdmin
+        self, namespace: str, cluster: str, version: int, admin: ControllerAdmin
     ) -> list[str]:
         """The ready broker pods that have not applied catalogue ``version`` yet (a
         broker that does not answer counts as behind; one that is not ready loads the
@@ -206,7 +194,7 @@ class CatalogueReconciler:
         return sorted(name for name, applied in served.items() if applied < version)
 
     async def _served_versions(
-        self, namespace: str, cluster: str, admin: ClusterAdmin
+        self, namespace: str, cluster: str, admin: ControllerAdmin
     ) -> dict[str, int]:
         """The catalogue version each ready broker pod serves, by pod name (-1: it did
         not answer)."""
@@ -220,9 +208,7 @@ class CatalogueReconciler:
         ready = [p for p in pods if (s := pod_state(p, now)).ready and s.ip and not s.deleting]
 
         async def applied(pod: dict[str, Any]) -> int:
-            broker = BrokerAdmin(
-                admin.http.client, pod["status"]["podIP"], admin.http.server_name, admin.token
-            )
+            broker = BrokerAdmin(admin.http, pod["status"]["podIP"], admin.server_name, admin.token)
             info = await broker.broker()  # None when it does not answer
             return int((info or {}).get("catalogueVersion", -1))
 
@@ -239,7 +225,7 @@ class CatalogueReconciler:
             admin = await self._admin(body["metadata"]["namespace"], entry.cluster)
         except CatalogueWaiting:
             return  # the cluster is gone, and its catalogue with it
-        await admin.controllers.delete(entry.collection, name)
+        await admin.delete(entry.collection, name)
 
     async def _status(
         self, body: dict[str, Any], name: str, ready: bool, reason: str, message: str

@@ -45,12 +45,6 @@ class _Queue:
     sender: asyncio.Task[None] | None = None
 
 
-def _refuses_the_batch(exc: AdminError) -> bool:
-    """The batch as a whole was refused (one bad entry, or an old controller without
-    the batch command), not the controllers unavailable (421: leadership moved)."""
-    return 400 <= exc.status < 500 and exc.status != 421
-
-
 @dataclass
 class PutBatcher:
     linger_s: float = 0.05
@@ -99,7 +93,8 @@ async def _send(admin: ControllerAdmin, batch: list[_Waiting]) -> None:
             [w.body for w in batch if w.collection == GROUPS],
         )
     except AdminError as exc:
-        if not _refuses_the_batch(exc):
+        if not exc.refused:  # unavailable: every waiter's error (one bad entry or old
+            # controllers refuse the batch: then each entry on its own, below)
             for waiting in batch:
                 _settle(waiting, error=exc)
             return
