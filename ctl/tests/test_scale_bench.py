@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
 def test_the_scale_bench_writes_every_measure_per_size(tmp_path: Path) -> None:
     out = tmp_path / "results"
     args = ["bench", "scale", "--sizes", "8,64", "--out", str(out), "--work-dir", str(tmp_path)]
+    args += ["--min-sends", "24"]  # the baseline's 8 queues: three rounds
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     [path] = list(out.glob("scale-*.json"))
@@ -26,6 +27,9 @@ def test_the_scale_bench_writes_every_measure_per_size(tmp_path: Path) -> None:
     base, row = data["sizes"]
     assert (base["queues"], row["queues"]) == (8, 64)
     assert row["topics"] == 8
+    assert data["min_sends"] == 24
+    assert (base["lean"]["sends"], base["official"]["sends"]) == (24, 24)
+    assert (row["lean"]["sends"], row["official"]["sends"]) == (64, 64)  # one round
     for size in (base, row):
         assert size["data_bytes"] > size["queues"] * 2 * 512  # both clients' messages
         for at in ("before_sends", "after_sends", "after_restart"):

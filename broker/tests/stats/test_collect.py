@@ -88,7 +88,7 @@ async def test_queue_rows_give_offsets_and_the_store_times_of_head_and_tail(
     reads = ReadRecorder(SEGMENT)
     reads.served("orders", 1, 0, 0, now_ms=1234)
     topics = [TopicSpec(name="orders", queues=2), TopicSpec(name="RMQ_SYS_BROKER_STATS")]
-    keys = collect.queue_keys(topics, store.queues)
+    keys = collect.topic_queue_keys(topics)
     assert keys == [("orders", 0), ("orders", 1)]  # the broker's own topics are left out
     empty, full = collect.queue_stats(keys, store.queues, store.commitlog, reads)
     records = _records(store, "orders", 1)

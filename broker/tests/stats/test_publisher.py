@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,8 @@ from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.messaging.registry import TopicRegistry
 from rocketcluster.broker.stats import ReadRecorder, StatsPublisherService, StatsSources
+from rocketcluster.broker.stats import collect as collect_module
+from rocketcluster.broker.stats import publisher as publisher_module
 from rocketcluster.broker.stats.collect import Identity
 from rocketcluster.broker.stats.reader import offset_for_time, read_page
 from rocketcluster.broker.store import (
@@ -274,3 +277,64 @@ async def test_the_offset_of_a_time_is_found_by_store_time(store: MessageStore) 
         assert offset_for_time(store, stored) == (k, 0, 6)
         assert offset_for_time(store, stored - 1) == (k, 0, 6)  # times are >= 3 ms apart
     assert offset_for_time(store, times[-1] + 1) == (6, 0, 6)
+
+
+async def test_a_snapshot_of_many_queues_is_built_a_part_at_a_time_between_loop_turns(
+    store: MessageStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No pass over every queue holds the loop (issue #27: with 100,000 queues one
+    such pass was 30-250 ms): each step of the snapshot takes at most ROWS_PER_STEP
+    queues, and the loop turns between any two steps of the same kind."""
+    step = 16
+    monkeypatch.setattr(publisher_module, "ROWS_PER_STEP", step)
+    publisher, registry = _publisher(store)
+    for t in range(12):
+        registry.put_topic(TopicSpec(name=f"many-{t:02d}", queues=8))
+    batch = [
+        MessageToStore.build(f"many-{t:02d}", q, b"y" * 64, msg_id=f"m{t}-{q}")
+        for t in range(12)
+        for q in range(8)
+    ]
+    assert (await store.put_batch(batch)).ok
+    retired = MessageToStore.build("gone", 0, b"z", msg_id="gone")  # no topic serves it
+    assert (await store.put_batch([retired])).ok
+    turns = 0
+    steps: dict[str, list[tuple[int, int]]] = {}  # kind: (items, turns so far) per call
+
+    def counted(kind: str, func: Any, size_of: Any = len) -> Any:
+        def call(items: Any, *args: Any, **kwargs: Any) -> Any:
+            items = list(items)
+            steps.setdefault(kind, []).append((size_of(items), turns))
+            return func(items, *args, **kwargs)
+
+        return call
+
+    topic_keys = collect_module.topic_queue_keys
+    monkeypatch.setattr(
+        collect_module,
+        "topic_queue_keys",
+        counted("topic keys", topic_keys, lambda ts: sum(t.queues for t in ts)),
+    )
+    for name in ("retired_queue_keys", "queue_stats", "segment_stats"):
+        monkeypatch.setattr(collect_module, name, counted(name, getattr(collect_module, name)))
+
+    async def ticker() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        snapshot = await publisher.collect(now_ms=5_000)
+    finally:
+        ticking.cancel()
+    queues = {(q.topic, q.queue_id) for q in snapshot.queues}
+    assert {(f"many-{t:02d}", q) for t in range(12) for q in range(8)} <= queues
+    assert ("gone", 0) in queues  # a retired topic's queue still reported
+    assert set(steps) == {"topic keys", "retired_queue_keys", "queue_stats", "segment_stats"}
+    for kind, calls in steps.items():
+        assert len(calls) > 1, (kind, calls)
+        assert all(items <= step for items, _ in calls), (kind, calls)
+        at = [seen for _, seen in calls]
+        assert at == sorted(set(at)), f"{kind}: two steps without a loop turn between: {at}"

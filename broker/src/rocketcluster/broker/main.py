@@ -13,10 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rocketcluster.api.broker_config import BrokerProcessConfig
+from rocketcluster.broker.collector import freeze_survivors, tune_collector
 from rocketcluster.broker.server import BrokerServer
 
 
 async def serve(config: BrokerProcessConfig) -> int:
+    tune_collector()
     server = BrokerServer(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -28,6 +30,7 @@ async def serve(config: BrokerProcessConfig) -> int:
         logging.getLogger("rocketcluster.broker").critical("broker failed to start: %s", exc)
         await server.stop()
         return 1
+    freeze_survivors()  # the recovered store and the servers, before any traffic
     print(f"READY {config.client_endpoint}", flush=True)
     await stop.wait()
     await server.stop()

@@ -25,6 +25,10 @@ RPC_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10
 # the device is saturated.
 FLUSH_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
+# A young collection takes well under 10 ms; a full one over 100,000 queues can take
+# most of a second (see rocketcluster.broker.collector).
+GC_PAUSE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
 GaugeSource = Callable[[], Iterable[tuple[dict[str, str], float]]]
 _FAMILIES = {"gauge": GaugeMetricFamily, "counter": CounterMetricFamily}
 
@@ -103,6 +107,13 @@ class BrokerMetrics:
             buckets=FLUSH_BUCKETS,
             registry=self.registry,
         )
+        self.gc_pause = Histogram(
+            "rocketcluster_python_gc_pause_seconds",
+            "Seconds each collection of Python's cyclic garbage collector held the process",
+            [*names, "generation"],
+            buckets=GC_PAUSE_BUCKETS,
+            registry=self.registry,
+        )
         self.state = _StateCollector(base)
         self.registry.register(self.state)
 
@@ -134,6 +145,10 @@ class BrokerMetrics:
     def observe_flush(self, flush_type: str, seconds: float) -> None:
         """One commit-log flush; called on the store's flush thread."""
         self._child(self.flush_latency, flush_type).observe(seconds)
+
+    def observe_gc(self, generation: int, seconds: float) -> None:
+        """One collection; called from whichever thread the collector ran in."""
+        self._child(self.gc_pause, str(generation)).observe(seconds)
 
     def gauge(self, name: str, doc: str, source: GaugeSource) -> None:
         self.state.add("gauge", name, doc, source)

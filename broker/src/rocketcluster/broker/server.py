@@ -20,6 +20,7 @@ from rocketcluster.api.generated import ha_pb2 as hpb
 from rocketcluster.api.generated import ha_pb2_grpc
 from rocketcluster.api.tls import ClientTls, add_port, load_material, server_ssl_context
 from rocketcluster.broker.admin.app import create_admin_app
+from rocketcluster.broker.collector import PauseObserver
 from rocketcluster.broker.ha.role import Role, RoleManager
 from rocketcluster.broker.kube_label import HttpPodPatcher, PodLabeler, PodTarget
 from rocketcluster.broker.messaging.admission import ClientAdmission, server_options
@@ -108,6 +109,7 @@ class BrokerServer:
         self.labeler: PodLabeler | None = None
         self.catalogue: CatalogueService | None = None
         self._catalogue_client: ControllerClient | None = None
+        self._gc_pauses: PauseObserver | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -120,6 +122,8 @@ class BrokerServer:
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = await MessageStore.open(store_config(cfg))
         metrics = BrokerMetrics(cfg.cluster, cfg.node_id, group=cfg.group)
+        self._gc_pauses = PauseObserver(metrics.observe_gc)
+        self._gc_pauses.install()
         self.runtime = MessagingRuntime(cfg, self.store, metrics)
         if cfg.controllers:
             # Few attempts: a poll that fails is simply tried again next time.
@@ -231,6 +235,8 @@ class BrokerServer:
 
     async def stop(self) -> None:
         self._ready = False
+        if self._gc_pauses is not None:
+            self._gc_pauses.uninstall()
         if self.catalogue is not None:
             await self.catalogue.stop()
         if self._catalogue_client is not None:

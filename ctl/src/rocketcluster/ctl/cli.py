@@ -360,14 +360,21 @@ def bench_security(out_dir: Path, seconds: float, reps: int, work_dir: Path) -> 
     help="queue counts, comma-separated (8 queues a topic; the smallest is the baseline)",
 )
 @click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/scale"))
-def bench_scale(out_dir: Path, sizes: str, work_dir: Path) -> None:
+@click.option(
+    "--min-sends",
+    type=click.IntRange(min=1),
+    default=800,
+    show_default=True,
+    help="sends each client makes at least per size, in rounds of one message a queue",
+)
+def bench_scale(out_dir: Path, sizes: str, work_dir: Path, min_sends: int) -> None:
     """What queues cost a broker: disk, RSS, fds, restart and send latency with few
     queues and with many, one message in each (the goals of issue #27 judged)."""
     from rocketcluster.ctl.bench.scale_bench import run_scale_bench, table_rows
 
     try:
         counts = tuple(int(s) for s in sizes.split(",") if s.strip())
-        result = run_scale_bench(work_dir, counts, progress=click.echo)
+        result = run_scale_bench(work_dir, counts, progress=click.echo, min_sends=min_sends)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--sizes") from exc
     path = write_results(out_dir, "scale", result)

@@ -80,12 +80,21 @@ def positions(
     return out
 
 
-def queue_keys(topics: Iterable[TopicSpec], table: ConsumeQueueTable) -> list[QueueKey]:
-    """Every queue of the served topics, and every queue the store holds (a retired
-    topic's messages still take space), without the broker's own topics."""
-    keys = {(t.name, q) for t in topics if reported(t.name) for q in range(t.queues)}
-    keys.update(k for k in table.ids() if reported(k[0]))
-    return sorted(keys)
+def topic_queue_keys(topics: Iterable[TopicSpec]) -> list[QueueKey]:
+    """Every queue of the served ``topics``, without the broker's own topics."""
+    return [(t.name, q) for t in topics if reported(t.name) for q in range(t.queues)]
+
+
+def retired_queue_keys(
+    queues: Iterable[ConsumeQueue], served: Container[QueueKey]
+) -> list[QueueKey]:
+    """Queues the store holds that no served topic names (a retired topic's messages
+    still take space), without the broker's own topics."""
+    return [
+        key
+        for cq in queues
+        if reported(cq.topic) and (key := (cq.topic, cq.queue_id)) not in served
+    ]
 
 
 def queue_stats(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from rocketcluster.broker.store.consumequeue import CQ_UNIT_SIZE, ConsumeQueue
@@ -148,16 +148,20 @@ class SegmentTracker:
         for key in [k for k in self._scans if k not in keep]:
             del self._scans[key]
 
+    def __len__(self) -> int:
+        """Queues counted."""
+        return len(self._scans)
+
     def rows(self) -> list[ShareRow]:
         """Every share, its store times read where the share grew since last time."""
-        return [row for part in self.rows_in_parts(len(self._scans) or 1) for row in part]
+        return self.rows_of(sorted(self._scans))
 
-    def rows_in_parts(self, queues_per_part: int) -> Iterator[list[ShareRow]]:
-        """:meth:`rows`, a part at a time of at most ``queues_per_part`` queues (a
-        caller on an event loop serves it between parts)."""
-        scans = sorted(self._scans.items())
-        for start in range(0, len(scans), queues_per_part):
-            yield self._rows_of(scans[start : start + queues_per_part])
+    def rows_of(self, keys: Iterable[QueueKey]) -> list[ShareRow]:
+        """:meth:`rows` of the queues ``keys`` only (a caller on an event loop asks for
+        a part at a time and serves the loop between parts); a queue not counted has
+        none."""
+        scans = self._scans
+        return self._rows_of([(key, scan) for key in keys if (scan := scans.get(key)) is not None])
 
     def _rows_of(self, scans: list[tuple[QueueKey, QueueScan]]) -> list[ShareRow]:
         out = []
