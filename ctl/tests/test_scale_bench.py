@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rocketcluster.ctl.bench.scale_bench import run_scale_bench
+from rocketcluster.broker.metrics import BrokerMetrics
+from rocketcluster.ctl.bench.scale_bench import broker_view, run_scale_bench
 from rocketcluster.ctl.cli import main
 
 pytestmark = pytest.mark.slow
@@ -30,6 +31,9 @@ def test_the_scale_bench_writes_every_measure_per_size(tmp_path: Path) -> None:
     assert data["min_sends"] == 24
     assert (base["lean"]["sends"], base["official"]["sends"]) == (24, 24)
     assert (row["lean"]["sends"], row["official"]["sends"]) == (64, 64)  # one round
+    for size in (base, row):  # the broker's own count of what the clients sent
+        assert size["broker"]["rpcs"]["SendMessage"]["count"] >= 2 * size["lean"]["sends"]
+        assert size["broker"]["rpcs"]["QueryRoute"]["count"] >= 500
     for size in (base, row):
         assert size["data_bytes"] > size["queues"] * 2 * 512  # both clients' messages
         for at in ("before_sends", "after_sends", "after_restart"):
@@ -64,3 +68,30 @@ def test_sizes_below_one_topic_are_refused(tmp_path: Path) -> None:
         run_scale_bench(tmp_path, (4,))
     result = CliRunner().invoke(main, ["bench", "scale", "--sizes", "8,many"])
     assert result.exit_code == 2 and "--sizes" in result.output
+
+
+def test_the_broker_view_counts_what_the_broker_served_between_two_scrapes() -> None:
+    metrics = BrokerMetrics("c1", "b-0")
+    metrics.observe_rpc("SendMessage", 0, 0.002)
+    before = metrics.render().decode()
+    for seconds in (0.001, 0.05, 0.2, 1.5):
+        metrics.observe_rpc("SendMessage", 0, seconds)
+    metrics.observe_rpc("Heartbeat", 0, 0.003)
+    metrics.observe_gc(2, 0.3)
+    view = broker_view(before, metrics.render().decode())
+    assert view["rpcs"]["SendMessage"] == {
+        "count": 4,
+        "seconds": 1.751,
+        "over_100ms": 2,
+        "over_1000ms": 1,
+    }
+    assert view["rpcs"]["Heartbeat"]["count"] == 1
+    assert view["rpcs"]["QueryRoute"] == {
+        "count": 0,
+        "seconds": 0.0,
+        "over_100ms": 0,
+        "over_1000ms": 0,
+    }
+    assert view["gc_pauses"] == {
+        "gen2": {"count": 1, "seconds": 0.3, "over_100ms": 1, "over_1000ms": 0}
+    }

@@ -317,8 +317,9 @@ def audit(
     *,
     tls: ClientTls | None = None,
     credentials: tuple[str, str] | None = None,
+    topic: str = TOPIC,
 ) -> dict[str, set[tuple[str, int, int]]]:
-    """Read the topic on every group endpoint with a consumer group until every id in
+    """Read ``topic`` on every group endpoint with a consumer group until every id in
     ``want`` was seen, and then until ``dry_polls`` polls in a row bring nothing (what
     catches a message delivered twice): id -> {(group endpoint, queue id, queue
     offset)} of its deliveries. ``tls`` and ``credentials`` as LeanClient takes them."""
@@ -329,7 +330,7 @@ def audit(
         async with LeanClient(endpoint, tls=tls, credentials=credentials) as client:
             while time.monotonic() < deadline and (not want <= set(seen) or empty < dry_polls):
                 try:
-                    batch = await client.receive(group, TOPIC, batch=64, poll_ms=1000)
+                    batch = await client.receive(group, topic, batch=64, poll_ms=1000)
                 except Exception:
                     await asyncio.sleep(0.5)
                     continue
@@ -340,7 +341,7 @@ def audit(
                         (endpoint, sp.queue_id, sp.queue_offset)
                     )
                 if batch:
-                    await client.ack(group, TOPIC, batch)
+                    await client.ack(group, topic, batch)
 
     async def run() -> dict[str, set[tuple[str, int, int]]]:
         seen: dict[str, set[tuple[str, int, int]]] = {}

@@ -120,6 +120,59 @@ def latency_summary(seconds: list[float]) -> dict[str, float]:
     }
 
 
+BROKER_RPCS = ("SendMessage", "QueryRoute", "Heartbeat")
+SLOW_S = (0.1, 1.0)  # the broker-side counts above these
+
+
+def _histograms(metrics_text: str, family: str, label: str) -> dict[str, dict[str, float]]:
+    """``{label value: {"count": n, "sum": s, "le=<bound>": n, ...}}`` of one
+    histogram family, summed over its other labels."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, dict[str, float]] = {}
+    for fam in text_string_to_metric_families(metrics_text):
+        if fam.name != family:
+            continue
+        for sample in fam.samples:
+            into = out.setdefault(sample.labels.get(label, ""), {})
+            key = sample.name.removeprefix(family).lstrip("_")
+            if key == "bucket":
+                key = f"le={float(sample.labels['le'])}"
+            if key in ("count", "sum") or key.startswith("le="):
+                into[key] = into.get(key, 0.0) + sample.value
+    return out
+
+
+def broker_view(before: str, after: str) -> dict[str, Any]:
+    """What the broker measured itself between two scrapes of its metrics: how many
+    of each client RPC it served and how many took over 100 ms and over 1 s inside
+    the broker, and its garbage collector's pauses per generation. A send the client
+    waited a second for that the broker served in milliseconds was waiting in the
+    client or on the way, not in the broker."""
+
+    def delta(family: str, label: str) -> dict[str, dict[str, float]]:
+        then, now = _histograms(before, family, label), _histograms(after, family, label)
+        return {
+            key: {k: v - then.get(key, {}).get(k, 0.0) for k, v in values.items()}
+            for key, values in now.items()
+        }
+
+    def summary(values: dict[str, float]) -> dict[str, float]:
+        count = values.get("count", 0.0)
+        row = {"count": int(count), "seconds": round(values.get("sum", 0.0), 3)}
+        for bound in SLOW_S:
+            within = values.get(f"le={bound}", count)
+            row[f"over_{int(bound * 1000)}ms"] = int(count - within)
+        return row
+
+    rpcs = delta("rocketmq_rpc_latency", "request_code")
+    pauses = delta("rocketcluster_python_gc_pause_seconds", "generation")
+    return {
+        "rpcs": {rpc: summary(rpcs.get(rpc, {})) for rpc in BROKER_RPCS},
+        "gc_pauses": {f"gen{g}": summary(v) for g, v in sorted(pauses.items())},
+    }
+
+
 def topic_names(queues: int) -> list[str]:
     return [f"scale-{i:06d}" for i in range(max(1, queues // QUEUES_PER_TOPIC))]
 
@@ -271,6 +324,7 @@ def run_size(
             "create_topics_s": round(create_s, 3),
             "before_sends": {**disk_cost(store), "rss_bytes": rss, "fds": fds},
         }
+        metrics_before = admin.metrics()
         progress(f"{queues:,} queues: lean client, one message a queue")
         took = _send_lean(state["clientEndpoints"], topics, progress, min_sends)
         row["lean"] = latency_summary(took)
@@ -282,6 +336,7 @@ def run_size(
         progress(f"{queues:,} queues: route lookups, heartbeats, admin listings")
         row["lookups"] = _lookups(state["clientEndpoints"], topics)
         row["listings"] = _listings(admin, topics)
+        row["broker"] = broker_view(metrics_before, admin.metrics())
         stats = admin.stats()
         data = int(stats["commitLog"]["maxOffset"]) - int(stats["commitLog"]["minOffset"])
         rss, fds = process_cost(record["pid"])

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -77,7 +78,8 @@ class EmulatedBackend:
     from that local image and its controller twin under ``buildah run`` (the
     realiser's image mode): the manifest gets ``spec.image = image``. With
     ``operator_image`` the operator runs from its image too, in a working container
-    removed at :meth:`close`."""
+    removed at :meth:`close`. ``host_sources`` (host processes only) names images whose
+    pods run another tree's packages, e.g. a previous release's."""
 
     name = "emulated"
     namespace = "default"
@@ -89,13 +91,16 @@ class EmulatedBackend:
         *,
         image: str | None = None,
         operator_image: str | None = None,
+        host_sources: Mapping[str, Path] | None = None,
     ) -> None:
         try:
             ensure_binaries()
         except BinariesUnavailable as exc:
             raise BackendUnavailable(str(exc)) from exc
         self.image: str | None = image
-        self.harness = KubeHarness(directory, pod_runtime="image" if image else "process")
+        self.harness = KubeHarness(
+            directory, pod_runtime="image" if image else "process", host_sources=host_sources
+        )
         self._resources = contextlib.ExitStack()
         try:
             self.harness.start()

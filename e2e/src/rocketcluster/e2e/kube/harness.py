@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -58,8 +58,11 @@ class KubeHarness:
         probe_period_cap: float | None = None,
         start_timeout: float = START_TIMEOUT_S,
         pod_runtime: str = "process",
+        host_sources: Mapping[str, Path] | None = None,
     ) -> None:
         self.dir = directory.resolve()  # pods run elsewhere: every path they see is absolute
+        # image -> a release's tree its host processes run (the realiser's --host-source)
+        self.host_sources = dict(host_sources or {})
         self.realise = realise
         self.probe_period_cap = probe_period_cap
         self.pod_runtime = pod_runtime  # "image": pods run from their images (buildah)
@@ -166,6 +169,8 @@ class KubeHarness:
         if self.probe_period_cap:
             argv += ["--probe-period-cap", str(self.probe_period_cap)]
         argv += ["--pod-runtime", self.pod_runtime]
+        for image, source in self.host_sources.items():
+            argv += ["--host-source", f"{image}={source}"]
         proc = self._spawn(argv, self.dir / "realiser.log")
 
         def started() -> dict[str, Any] | None:

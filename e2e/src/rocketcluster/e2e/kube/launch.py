@@ -122,7 +122,11 @@ class Launcher:
             base=base,
         )
         subst = self.substitution(spec)
-        return {k: (v if base.get(k) == v else subst.apply(v)) for k, v in env.items()}
+        env = {k: (v if base.get(k) == v else subst.apply(v)) for k, v in env.items()}
+        source = self.ctx.host_sources.get(str(spec.get("image", "")))
+        if source is not None and self.ctx.images is None:
+            env["PYTHONPATH"] = os.pathsep.join(str(d) for d in sorted(source.glob("*/src")))
+        return env
 
     def command(self, spec: Mapping[str, Any]) -> tuple[list[str], dict[str, str], str]:
         """A host process's argv, environment and working directory."""

@@ -5,7 +5,7 @@ mode — the working containers."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,3 +38,6 @@ class NodeContext:
     report: Callable[[Mapping[str, Any], dict[str, Any]], Awaitable[None]]
     probe_period_cap: float | None = None
     images: ImageRuntime | None = None  # image mode; None: containers are host processes
+    # Host processes only: an image named here runs the Python packages below that
+    # directory instead of the host's (a previous release's tree, for upgrade tests).
+    host_sources: Mapping[str, Path] = field(default_factory=dict)

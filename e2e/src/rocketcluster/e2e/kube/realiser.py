@@ -96,9 +96,12 @@ class Realiser:
         probe_period_cap: float | None = None,
         node_name: str = NODE_NAME,
         pod_runtime: str = "process",
+        host_sources: Mapping[str, Path] | None = None,
     ) -> None:
         if pod_runtime not in RUNTIMES:
             raise ValueError(f"pod runtime {pod_runtime!r}: choose {' or '.join(RUNTIMES)}")
+        if host_sources and pod_runtime != "process":
+            raise ValueError("host sources apply to host processes only (--pod-runtime process)")
         self.api_url = api_url.rstrip("/")
         self.dir = directory.resolve()  # pods see these paths from their own directories
         self.types: dict[str, ResourceType] = {
@@ -136,6 +139,7 @@ class Realiser:
             report=self._report,
             probe_period_cap=probe_period_cap,
             images=self.images,
+            host_sources=dict(host_sources or {}),
         )
 
     # --- what pods read (kubelet.PodInputs) ----------------------------------------
@@ -575,8 +579,19 @@ async def _main(args: argparse.Namespace) -> None:
         probe_period_cap=args.probe_period_cap,
         node_name=args.node_name,
         pod_runtime=args.pod_runtime,
+        host_sources=dict(args.host_source),
     )
     await realiser.run(stop)
+
+
+def host_source(value: str) -> tuple[str, Path]:
+    """``IMAGE=DIR`` of ``--host-source``."""
+    image, sep, directory = value.partition("=")
+    if not sep or not image or not directory:
+        raise argparse.ArgumentTypeError(f"{value!r}: give IMAGE=DIR")
+    if not Path(directory).is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r}: {directory} is not a directory")
+    return image, Path(directory).resolve()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -595,6 +610,16 @@ def main(argv: list[str] | None = None) -> None:
         choices=RUNTIMES,
         default="process",
         help="containers as host processes, or from their local images with buildah run",
+    )
+    parser.add_argument(
+        "--host-source",
+        type=host_source,
+        action="append",
+        default=[],
+        metavar="IMAGE=DIR",
+        help="host processes of a container with this image run the Python packages of "
+        "DIR's workspace members (DIR/<member>/src) before the host's: a previous "
+        "release's tree stands in for its image (repeatable)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
