@@ -4,10 +4,12 @@ why when not — the one skip allowed-skips.toml allows)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from rocketcluster.ctl.testing import quiet_official_client
 from rocketcluster.e2e.k8s.backends import BackendUnavailable, open_backend
@@ -16,6 +18,18 @@ from rocketcluster.e2e.k8s.operated import OperatedCluster
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "examples" / "cluster.yaml"
 CATALOGUE = REPO / "examples" / "catalogue.yaml"
+
+
+def one_group(directory: Path, change: Callable[[dict[str, Any]], None] | None = None) -> Path:
+    """examples/cluster.yaml with one broker group (three replicas, sync 2 of 3) and
+    its three controllers: the same shape, half the pods; ``change`` edits the spec."""
+    doc = yaml.safe_load(MANIFEST.read_text())
+    doc["spec"]["brokers"]["groups"] = 1
+    if change is not None:
+        change(doc["spec"])
+    path = directory / "cluster.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
 
 
 class Journey:

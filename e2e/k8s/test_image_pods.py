@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from rocketcluster.api import kube
 from rocketcluster.api.cluster import controller_image_for
@@ -34,7 +33,7 @@ from rocketcluster.e2e.k8s.backends import BackendUnavailable, EmulatedBackend
 from rocketcluster.e2e.k8s.operated import OperatedCluster, wait_until
 from rocketcluster.e2e.kube import procfs
 
-from .conftest import MANIFEST, REPO
+from .conftest import REPO, one_group
 
 GROUP = "prod-broker-0"
 
@@ -68,16 +67,6 @@ def image_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operated
         backend.close()
 
 
-def _one_group(directory: Path) -> Path:
-    """examples/cluster.yaml with one broker group (three replicas, sync 2 of 3) and
-    its three controllers: the same shape, half the pods."""
-    doc = yaml.safe_load(MANIFEST.read_text())
-    doc["spec"]["brokers"]["groups"] = 1
-    path = directory / "cluster.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
 def _container_processes(cluster: OperatedCluster, pod: str) -> list[int]:
     """The processes a pod's container runs inside its image: below the realiser's
     ``buildah run`` of that pod, with a root other than the host's."""
@@ -101,7 +90,7 @@ def test_pods_run_from_their_images_and_a_killed_master_loses_nothing(
     backend = cluster.backend
     assert isinstance(backend, EmulatedBackend)
     broker_image = str(backend.image)
-    ready = steps.apply_until_ready(cluster, _one_group(tmp_path))
+    ready = steps.apply_until_ready(cluster, one_group(tmp_path))
     print(f"Ready in {ready.seconds:.0f} s with pods from {broker_image}")
 
     # the operator that made it Ready runs from its image

@@ -124,12 +124,7 @@ def test_an_image_change_rolls_in_order_under_load(journey: Journey) -> None:
     print("\n".join(roll.report.lines()))
     assert roll.report.problems == []
     # brokers run the new spec.image, controllers its rocketcluster-controller twin
-    images = {
-        (p["metadata"]["labels"][kube.LABEL_COMPONENT], c["image"])
-        for p in cluster.pods({})
-        for c in p["spec"]["containers"]
-    }
-    assert images == {
+    assert steps.images_by_component(cluster) == {
         (kube.COMPONENT_BROKER, roll.image),
         (kube.COMPONENT_CONTROLLER, controller_image_for(roll.image)),
     }

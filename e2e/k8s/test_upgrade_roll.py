@@ -20,9 +20,9 @@ import subprocess
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import yaml
 
 from rocketcluster.api import kube
 from rocketcluster.api.cluster import controller_image_for
@@ -32,7 +32,7 @@ from rocketcluster.e2e.k8s import steps
 from rocketcluster.e2e.k8s.backends import EmulatedBackend
 from rocketcluster.e2e.k8s.operated import OperatedCluster
 
-from .conftest import MANIFEST, REPO
+from .conftest import REPO, one_group
 
 pytestmark = pytest.mark.slow
 
@@ -89,15 +89,9 @@ def previous_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Opera
         backend.close()
 
 
-def _manifest(into: Path) -> Path:
-    """The example cluster, one group, on the previous release."""
-    manifest = yaml.safe_load(MANIFEST.read_text())
-    manifest["spec"]["brokers"]["groups"] = 1
-    manifest["spec"]["image"] = PREVIOUS_IMAGE
-    manifest["spec"]["topics"].append({"name": TOPIC, "queues": 4})
-    path = into / "previous-release.yaml"
-    path.write_text(yaml.safe_dump(manifest))
-    return path
+def _on_the_previous_release(spec: dict[str, Any]) -> None:
+    spec["image"] = PREVIOUS_IMAGE
+    spec["topics"].append({"name": TOPIC, "queues": 4})
 
 
 def _broker_logs(cluster: OperatedCluster) -> dict[str, str]:
@@ -116,7 +110,7 @@ def test_a_rolling_upgrade_rebuilds_every_store_and_keeps_every_message(
     previous_cluster: OperatedCluster, tmp_path: Path
 ) -> None:
     cluster = previous_cluster
-    steps.apply_until_ready(cluster, _manifest(tmp_path))
+    steps.apply_until_ready(cluster, one_group(tmp_path, _on_the_previous_release))
     endpoints = cluster.endpoints()
     ids = produce(endpoints, PRODUCED, topic=TOPIC)
     consumed = consume(endpoints, CONSUMED_BEFORE, group="billing", topic=TOPIC)
@@ -128,12 +122,7 @@ def test_a_rolling_upgrade_rebuilds_every_store_and_keeps_every_message(
     print("\n".join(roll.report.lines()))
     assert roll.report.problems == []
     assert roll.lost == 0, f"{roll.lost} of {roll.acknowledged} acknowledged during the roll lost"
-    images = {
-        (p["metadata"]["labels"][kube.LABEL_COMPONENT], c["image"])
-        for p in cluster.pods({})
-        for c in p["spec"]["containers"]
-    }
-    assert images == {
+    assert steps.images_by_component(cluster) == {
         (kube.COMPONENT_BROKER, roll.image),
         (kube.COMPONENT_CONTROLLER, controller_image_for(roll.image)),
     }

@@ -120,6 +120,15 @@ def roll_image_under_load(cluster: OperatedCluster, groups: list[str], tag: str)
     return Roll(image, seconds, report, len(workload.acked), lost, len(workload.failures))
 
 
+def images_by_component(cluster: OperatedCluster) -> set[tuple[str, str]]:
+    """(component, image) of every container of the cluster's pods."""
+    return {
+        (p["metadata"]["labels"][kube.LABEL_COMPONENT], c["image"])
+        for p in cluster.pods({})
+        for c in p["spec"]["containers"]
+    }
+
+
 @dataclass
 class ScaledOut:
     seconds: float
