@@ -49,11 +49,14 @@ class ClientLimits(BaseModel):
         default=1_000, ge=1, description="connections with RPCs in progress, per client IP"
     )
     max_concurrent_streams: int = Field(
-        default=256,
+        default=10_000,
         ge=1,
         description=(
-            "HTTP/2 streams (RPCs) at once on one connection (grpc.max_concurrent_streams: "
-            "the client waits for a free stream, the server holds none of them)"
+            "HTTP/2 streams (RPCs) at once on one connection (grpc.max_concurrent_streams). "
+            "Above the topics one client uses: the official clients query every topic's "
+            "route at once every 30 s, gRPC's C client opens those streams without "
+            "waiting for this limit and the server refuses the excess (REFUSED_STREAM, "
+            "which the official clients, with gRPC retries off, report as UNAVAILABLE)"
         ),
     )
     max_connection_idle_seconds: int = Field(

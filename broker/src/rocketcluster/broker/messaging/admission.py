@@ -21,8 +21,10 @@ stream ends there, with that answer.
 
 RPCs of all clients together are bounded by gRPC itself (``maximum_concurrent_rpcs``:
 RESOURCE_EXHAUSTED before the RPC reaches the broker), and so are streams per
-connection (``grpc.max_concurrent_streams``, ``server_options``): the client waits
-for a free stream, the server holds nothing.
+connection (``grpc.max_concurrent_streams``, ``server_options``): a client that has
+learnt the limit waits for a free stream, but one that opens many at once (the
+official clients' route refresh: every topic at once) has the excess refused with
+REFUSED_STREAM, so the default sits above the topics one client uses.
 
 The bookkeeping is a few dict updates per RPC, none per message.
 """
