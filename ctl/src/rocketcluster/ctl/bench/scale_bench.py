@@ -22,7 +22,11 @@ found before a write, not during one), RSS at most 512 MiB after the restart, re
 at most 5 s, at most 1,000 open file descriptors, send p99 at most 1.5x the
 baseline's p99 and the worst send under 1 s; route lookups and heartbeats (LOOKUPS
 of each, with every queue in place) at most 1.5x the baseline's p99 too. The paged
-admin listings of every topic and every queue are timed, not judged.
+admin listings of every topic and every queue are timed, not judged. Reported beside,
+not judged: the official sends without each topic's first (which carries the
+client's route query: one send in 8 at the larger sizes, one in 800 in the
+baseline), when each slow official send started, and the broker's own view of the
+same time (:func:`broker_view`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -221,14 +226,22 @@ def _send_lean(
 SLOW_SEND_S = 0.1
 
 
+@dataclass
+class OfficialSends:
+    took: list[float] = field(default_factory=list)  # every send's wall time
+    warm: list[float] = field(default_factory=list)  # sends to a topic whose route it had
+    slow: list[dict[str, float]] = field(default_factory=list)  # over SLOW_SEND_S: when
+
+
 def _send_official(
     endpoints: str, topics: list[str], progress: Progress, min_sends: int
-) -> tuple[list[float], list[dict[str, float]]]:
+) -> OfficialSends:
     """One message to each queue with the official producer (it takes a topic's
     queues in turn), in rounds up to ``min_sends``; the wall time of each send, route
-    lookups included, and when each send over SLOW_SEND_S started (seconds after the
-    producer's start: its route refresh of every topic runs 10 s after it, then every
-    30 s)."""
+    lookups included; the same without each topic's first send (the producer queries a
+    topic's route before its first send to it); and when each send over SLOW_SEND_S
+    started (seconds after the producer's start: its route refresh of every topic runs
+    10 s after it, then every 30 s)."""
     from rocketmq.v5.client import ClientConfiguration, Credentials
     from rocketmq.v5.model import Message
     from rocketmq.v5.producer import Producer
@@ -238,8 +251,8 @@ def _send_official(
     producer = Producer(ClientConfiguration(endpoints, Credentials(), request_timeout=10))
     producer.startup()
     began = time.perf_counter()
-    took: list[float] = []
-    slow: list[dict[str, float]] = []
+    sends = OfficialSends()
+    routed: set[str] = set()
     tick = _every(progress, "official sends", len(rounds(topics, min_sends)) * QUEUES_PER_TOPIC)
     try:
         for topic in rounds(topics, min_sends):
@@ -249,15 +262,18 @@ def _send_official(
                 msg.body = BODY
                 started = time.perf_counter()
                 producer.send(msg)
-                took.append(time.perf_counter() - started)
-                if took[-1] > SLOW_SEND_S:
-                    slow.append(
-                        {"at_s": round(started - began, 3), "ms": round(took[-1] * 1000, 1)}
-                    )
-            tick(len(took))
+                seconds = time.perf_counter() - started
+                sends.took.append(seconds)
+                if topic in routed:
+                    sends.warm.append(seconds)
+                routed.add(topic)
+                if seconds > SLOW_SEND_S:
+                    at = round(started - began, 3)
+                    sends.slow.append({"at_s": at, "ms": round(seconds * 1000, 1)})
+            tick(len(sends.took))
     finally:
         producer.shutdown()
-    return took, slow
+    return sends
 
 
 def _lookups(endpoints: str, topics: list[str]) -> dict[str, dict[str, float]]:
@@ -342,8 +358,13 @@ def run_size(
         if official:
             sample = topics[:: max(1, len(topics) // OFFICIAL_TOPICS)][:OFFICIAL_TOPICS]
             progress(f"{queues:,} queues: official producer, {len(sample):,} topics")
-            took, slow = _send_official(state["clientEndpoints"], sample, progress, min_sends)
-            row["official"] = {"topics": len(sample), **latency_summary(took), "slow_sends": slow}
+            sends = _send_official(state["clientEndpoints"], sample, progress, min_sends)
+            row["official"] = {
+                "topics": len(sample),
+                **latency_summary(sends.took),
+                "warm": latency_summary(sends.warm),
+                "slow_sends": sends.slow,
+            }
         progress(f"{queues:,} queues: route lookups, heartbeats, admin listings")
         row["lookups"] = _lookups(state["clientEndpoints"], topics)
         row["listings"] = _listings(admin, topics)
@@ -398,6 +419,9 @@ def judge(rows: list[dict[str, Any]]) -> None:
             if client in row and client in base and base[client]["p99_ms"] > 0:
                 ratio = row[client]["p99_ms"] / base[client]["p99_ms"]
                 row[client]["p99_ratio_to_base"] = round(ratio, 3)
+                warm, base_warm = row[client].get("warm"), base[client].get("warm")
+                if warm and base_warm and base_warm["p99_ms"] > 0:  # reported, not judged
+                    warm["p99_ratio_to_base"] = round(warm["p99_ms"] / base_warm["p99_ms"], 3)
                 checks[f"{client}_p99"] = ratio <= GOALS["p99_ratio_to_8"]
                 checks[f"{client}_max"] = row[client]["max_ms"] <= GOALS["max_send_s"] * 1000
         for lookup in ("route", "heartbeat"):
