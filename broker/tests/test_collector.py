@@ -7,6 +7,7 @@ import gc
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from rocketcluster.broker.collector import (
     THRESHOLDS,
@@ -15,8 +16,6 @@ from rocketcluster.broker.collector import (
     tune_collector,
 )
 from rocketcluster.broker.metrics import BrokerMetrics
-
-from .test_store_metrics import Scrape
 
 
 @pytest.fixture
@@ -57,12 +56,16 @@ def test_the_pauses_are_a_histogram_per_generation_in_the_exposition() -> None:
         gc.collect(2)
     finally:
         observer.uninstall()
-    scrape = Scrape(metrics)
+    samples = {
+        (sample.name, sample.labels["generation"]): sample.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        if family.name == "rocketcluster_python_gc_pause_seconds"
+        for sample in family.samples
+        if "le" not in sample.labels
+    }
     for generation in ("1", "2"):
-        count = scrape.value("rocketcluster_python_gc_pause_seconds_count", generation=generation)
-        assert count >= 1
-        total = scrape.value("rocketcluster_python_gc_pause_seconds_sum", generation=generation)
-        assert 0 <= total < 10
+        assert samples[("rocketcluster_python_gc_pause_seconds_count", generation)] >= 1
+        assert 0 <= samples[("rocketcluster_python_gc_pause_seconds_sum", generation)] < 10
 
 
 @pytest.mark.usefixtures("collector_settings")

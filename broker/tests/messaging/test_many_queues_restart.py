@@ -28,6 +28,7 @@ IN_FLIGHT = 16
 # A request waits behind the IN_FLIGHT - 1 before it in a broker that shares two
 # cores with a parallel suite: a generous deadline, not the client's 10 s.
 DEADLINE_S = 60.0
+READY_S = 120.0
 MAX_FDS = 1000
 
 
@@ -72,6 +73,8 @@ async def _receive_every_topic(endpoints: str) -> dict[str, set[str]]:
     got: dict[str, set[str]] = {topic: set() for topic in TOPICS}
     slots = asyncio.Semaphore(IN_FLIGHT)
     async with LeanClient(endpoints, timeout=DEADLINE_S) as client:
+        async with asyncio.timeout(READY_S):  # connected: a starved machine may take tries
+            await client.wait_ready()
 
         async def receive(topic: str) -> None:
             async with slots:
@@ -104,7 +107,12 @@ def test_every_acknowledged_message_is_served_after_a_restart(broker: LocalBroke
     # A request's messages take the topic's queues in turn: one in every queue.
     other = [(q["topic"], q["queueId"]) for q in queues if q["maxOffset"] - q["minOffset"] != 1]
     assert not other, f"{len(other)} queues hold other than one message, e.g. {other[:5]}"
-    got = asyncio.run(_receive_every_topic(broker.endpoints))
+    try:
+        got = asyncio.run(_receive_every_topic(broker.endpoints))
+    except TimeoutError:
+        log = broker.runtime.directory / "logs" / f"{broker.name}.log"
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        pytest.fail(f"no connection to the restarted broker in {READY_S:.0f} s; its log:\n{tail}")
     wrong = {t: (sorted(acked[t]), sorted(got[t])) for t in TOPICS if got[t] != acked[t]}
     example = list(wrong.items())[:2]
     assert not wrong, f"{len(wrong)} topics differ (acked, received), e.g. {example}"

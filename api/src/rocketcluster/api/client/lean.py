@@ -122,6 +122,13 @@ class LeanClient:
     async def close(self) -> None:
         await self._channel.close()
 
+    async def wait_ready(self) -> None:
+        """Until the connection is up (bound it with ``asyncio.timeout``). A call on a
+        channel that is still connecting fails at once with UNAVAILABLE, and gRPC gives
+        one attempt to connect 20 s: a broker just restarted on a starved machine may
+        need several."""
+        await self._channel.channel_ready()
+
     async def __aenter__(self) -> LeanClient:
         return self
 
