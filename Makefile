@@ -185,6 +185,7 @@ bench: setup debs
 	$(RUN) rocketctl bench security --out bench/results
 	$(RUN) rocketctl bench spark --out bench/results
 	$(RUN) rocketctl bench scale --out bench/results
+	$(RUN) rocketctl bench front-channel --out bench/results
 	$(RUN) python -m rocketcluster.e2e.k8s.catalogue_bench --out bench/results
 
 # The container images (images/README.md): a Debian base made with mmdebstrap, the

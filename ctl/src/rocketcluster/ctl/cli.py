@@ -285,6 +285,29 @@ def bench_cpu(
     click.echo(f"results: {path}")
 
 
+@bench.command("front-channel")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option("--seconds", type=float, default=4.0, show_default=True, help="load per row")
+@click.option("--json", "as_json", is_flag=True, help="the JSON result on stdout")
+@click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/front-channel"))
+def bench_front_channel(out_dir: Path, seconds: float, as_json: bool, work_dir: Path) -> None:
+    """What handing send batches from a front process to the store process costs over
+    a Unix socket and over shared-memory rings (issue #28's channel, measured)."""
+    from rocketcluster.ctl.bench.front_channel import run_front_channel_bench
+
+    if seconds <= 0:
+        raise click.BadParameter("must be positive", param_hint="--seconds")
+    say = (lambda m: click.echo(m, err=True)) if as_json else click.echo
+    result = run_front_channel_bench(work_dir.resolve(), seconds, progress=say)
+    path = write_results(out_dir, "front-channel", result)
+    if as_json:
+        click.echo(json.dumps({"file": str(path), **json.loads(path.read_text())}, indent=2))
+        return
+    click.echo(format_table(result["rows"], list(result["rows"][0])))
+    click.echo("us_per_msg: CPU microseconds of each process per message handed over and answered")
+    click.echo(f"results: {path}")
+
+
 @bench.command("switchover")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
 @click.option("--switchovers", type=int, default=20, show_default=True)
