@@ -10,6 +10,7 @@ from rocketcluster.operator.orchestrate import broker_roll, controller_roll
 from rocketcluster.operator.orchestrate.broker_roll import next_group_step
 from rocketcluster.operator.orchestrate.controller_roll import next_controller_step
 from rocketcluster.operator.orchestrate.model import (
+    CATCH_UP_GRACE_S,
     Attempts,
     ControllerObservation,
     GroupObservation,
@@ -38,10 +39,22 @@ def _group(
     ready: tuple[bool, ...] | None = None,
     view: bool = True,
     min_in_sync: int = 1,
+    ready_for_s: float = 60.0,
+    caught_up_ago_s: float | None = 1.0,
+    reported: bool = True,
 ) -> GroupObservation:
+    """Pods ready for a minute, each slave caught up a second ago by the master's
+    report, unless told otherwise."""
     ready = ready or tuple(True for _ in hashes)
     pods = tuple(
-        PodState(f"g-{i}", ready=ready[i], pod_hash=h, broker_id=i + 1)
+        PodState(
+            f"g-{i}",
+            ready=ready[i],
+            pod_hash=h,
+            broker_id=i + 1,
+            ready_for_s=ready_for_s,
+            caught_up_ago_s=caught_up_ago_s,
+        )
         for i, h in enumerate(hashes)
     )
     return GroupObservation(
@@ -51,6 +64,7 @@ def _group(
         pods=pods,
         view=GroupView(master, 5, frozenset(in_sync)) if view else None,
         min_in_sync=min_in_sync,
+        catch_up_reported=reported,
     )
 
 
@@ -96,6 +110,37 @@ def test_the_next_slave_waits_while_the_last_one_is_gone_from_the_api() -> None:
     step = next_group_step(gone)
     assert step.kind is StepKind.WAIT and "2 of 3" in step.reason
     assert next_group_step(rolling).pod == "g-0"  # with every pod there: a slave goes
+
+
+def test_a_listed_slave_goes_on_only_once_it_caught_up_since_it_came_back() -> None:
+    """The master drops a lagging replica from the SyncStateSet only after
+    maxTimeNotCatchup: a slave restarted and ready sooner is still listed while it
+    lags (the upgrade test met it: the next slave went, then the set dropped the
+    first). Listed and caught up since it became ready: the next one goes."""
+    restarted = _group((OLD, NEW, OLD), ready_for_s=3.0, caught_up_ago_s=5.0)  # before
+    step = next_group_step(restarted)
+    assert step.kind is StepKind.WAIT and "g-1" in step.reason, step
+    never = _group((OLD, NEW, OLD), ready_for_s=3.0, caught_up_ago_s=None)
+    assert next_group_step(never).kind is StepKind.WAIT
+    caught_up = _group((OLD, NEW, OLD), ready_for_s=3.0, caught_up_ago_s=0.5)
+    assert next_group_step(caught_up).pod == "g-2"
+
+
+def test_from_a_master_that_does_not_report_catch_up_a_listing_must_outlive_the_grace() -> None:
+    """A master of a release before the report (an upgrade's first slaves): still in
+    the SyncStateSet CATCH_UP_GRACE_S after it became ready means caught up."""
+    young = _group((OLD, NEW, OLD), ready_for_s=3.0, caught_up_ago_s=None, reported=False)
+    assert next_group_step(young).kind is StepKind.WAIT
+    old = _group(
+        (OLD, NEW, OLD), ready_for_s=CATCH_UP_GRACE_S, caught_up_ago_s=None, reported=False
+    )
+    assert next_group_step(old).pod == "g-2"
+
+
+def test_the_master_role_goes_only_to_a_slave_caught_up_since_it_came_back() -> None:
+    lagging = _group((OLD, NEW, NEW), ready_for_s=3.0, caught_up_ago_s=5.0)
+    assert next_group_step(lagging).kind is StepKind.WAIT
+    assert next_group_step(_group((OLD, NEW, NEW))).kind is StepKind.SWITCHOVER
 
 
 def test_a_restarting_pod_is_waited_for_and_a_stuck_one_blocks() -> None:
@@ -144,7 +189,9 @@ def test_a_rolled_group_is_whole_only_once_every_replica_is_back() -> None:
     starting = _group((NEW, NEW, NEW), master=2, ready=(False, True, True), in_sync=(2, 3))
     assert broker_roll.settling(starting) == "pod g-0 is starting after its restart"
     behind = _group((NEW, NEW, NEW), master=2, in_sync=(2, 3))
-    assert broker_roll.settling(behind) == ("pod g-0 is catching up (not yet in the SyncStateSet)")
+    assert broker_roll.settling(behind) == (
+        "pod g-0 is catching up (not yet back in the SyncStateSet)"
+    )
     missing = replace(behind, pods=behind.pods[1:], view=GroupView(2, 6, frozenset({2, 3})))
     assert broker_roll.settling(missing) == "2 of 3 replicas of g exist"
     # the roller waits for it while the roll is under way, and only then

@@ -36,7 +36,12 @@ def _since(timestamp: str | None, now: datetime) -> float:
     return max(0.0, (now - then).total_seconds())
 
 
-def pod_state(pod: dict[str, Any], now: datetime, broker: dict[str, Any] | None = None) -> PodState:
+def pod_state(
+    pod: dict[str, Any],
+    now: datetime,
+    broker: dict[str, Any] | None = None,
+    caught_up_ago_s: float | None = None,
+) -> PodState:
     meta = pod.get("metadata", {})
     status = pod.get("status") or {}
     ready_cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
@@ -59,7 +64,28 @@ def pod_state(pod: dict[str, Any], now: datetime, broker: dict[str, Any] | None 
         restarts=sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or []),
         broker_id=int(broker_id) if broker_id else None,
         role=role,
+        caught_up_ago_s=caught_up_ago_s,
     )
+
+
+def slaves_caught_up(infos: list[dict[str, Any] | None]) -> dict[int, float | None] | None:
+    """From a group's brokers' admin answers: the master's report of when each slave
+    last caught up, by broker id; None when no master reports it (older brokers)."""
+    for info in infos:
+        if info is None or info.get("role") != "master":
+            continue
+        slaves = (info.get("replication") or {}).get("slaves") or {}
+        if any("caughtUpAgoSeconds" in s for s in slaves.values()) or not slaves:
+            return {int(b): s.get("caughtUpAgoSeconds") for b, s in slaves.items()}
+    return None
+
+
+def _caught_up(info: dict[str, Any] | None, by_id: dict[int, float | None] | None) -> float | None:
+    broker_id = ((info or {}).get("replication") or {}).get("brokerId")
+    if by_id is None or broker_id is None:
+        return None
+    ago = by_id.get(int(broker_id))
+    return float(ago) if ago is not None else None
 
 
 @dataclass
@@ -209,7 +235,11 @@ class Observer:
                 p for p in pods if (p["metadata"].get("labels") or {}).get(kube.LABEL_GROUP) == name
             ]
             infos = await asyncio.gather(*(self._broker_info(p) for p in mine))
-            states = tuple(pod_state(p, now, info) for p, info in zip(mine, infos, strict=True))
+            caught_up = slaves_caught_up(list(infos))
+            states = tuple(
+                pod_state(p, now, info, _caught_up(info, caught_up))
+                for p, info in zip(mine, infos, strict=True)
+            )
             workload = desired.get(name) or workloads.get(name) or {"spec": {"replicas": 0}}
             view = views.get(name)
             out[name] = GroupObservation(
@@ -228,6 +258,7 @@ class Observer:
                 else None,
                 min_in_sync=cluster.spec.brokers.replication.min_in_sync_replicas,
                 replicated=replicated,
+                catch_up_reported=caught_up is not None,
             )
         return out
 

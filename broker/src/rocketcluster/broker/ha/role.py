@@ -356,6 +356,7 @@ class RoleManager:
     def status(self) -> dict[str, Any]:
         ha = self.ha_master
         slave = self._slave
+        now = time.monotonic()
         return {
             "role": self.role,
             "brokerId": self.broker_id,
@@ -364,7 +365,15 @@ class RoleManager:
             "masterClientEndpoint": self.master_client_endpoint,
             "confirmOffset": self.store.confirm_offset,
             "slaves": {
-                str(s.broker_id): {"ackOffset": s.ack_offset, "connected": s.connected}
+                str(s.broker_id): {
+                    "ackOffset": s.ack_offset,
+                    "connected": s.connected,
+                    # when it last held all the master had: the operator's proof that a
+                    # restarted slave caught up since it came back
+                    "caughtUpAgoSeconds": round(now - s.caught_up_at, 3)
+                    if s.caught_up_at
+                    else None,
+                }
                 for s in (ha.slaves.values() if ha else [])
             },
             "replicating": bool(slave and slave.connected),

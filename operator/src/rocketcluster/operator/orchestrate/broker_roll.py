@@ -13,8 +13,9 @@ step per call (the caller acts, then calls again with what it observes next):
 3. Stale pods that are not Ready and not the master serve nobody: restart them first.
 4. The controllers must answer and the group must have a master; otherwise blocked
    (controller unreachable) or wait (an election is running).
-5. Every pod already restarted must be back in the SyncStateSet before the next one
-   goes: wait until it is.
+5. Every pod already restarted must be back in the SyncStateSet, caught up since it
+   became ready (:meth:`GroupObservation.back_in_sync`), before the next one goes:
+   wait until it is.
 6. A stale slave: restart it, if the SyncStateSet without it still holds
    ``minInSyncReplicas`` — otherwise blocked (never take the group below it).
 7. Only the master is stale: hand over to a caught-up slave (in the SyncStateSet,
@@ -92,8 +93,8 @@ def next_group_step(
         return wait(f"group {group.name} has no master (an election is running)")
     # 5. Each restarted replica back in sync before the next.
     for pod in pods:
-        if pod not in todo and not group.in_sync(pod):
-            return wait(f"pod {pod.name} is catching up (not yet in the SyncStateSet)")
+        if pod not in todo and not group.back_in_sync(pod):
+            return wait(f"pod {pod.name} is catching up (not yet back in the SyncStateSet)")
     # 6. Slaves first.
     in_sync = {p.name for p in pods if group.in_sync(p)}
     for pod in todo:
@@ -114,7 +115,7 @@ def next_group_step(
         error = attempts.last_switchover_error.get(group.name, "")
         return blocked(f"switchover of {group.name} failed {failures} times: {error}")
     candidates = [
-        p for p in pods if p is not master and p.ready and group.in_sync(p) and p not in todo
+        p for p in pods if p is not master and p.ready and group.back_in_sync(p) and p not in todo
     ]
     if not candidates:
         return wait(f"no caught-up slave of {group.name} to hand the master role to")
@@ -136,8 +137,8 @@ def settling(group: GroupObservation) -> str | None:
             return f"pod {pod.name} is being replaced"
         if not pod.ready:
             return f"pod {pod.name} is starting after its restart"
-        if group.replicated and group.view is not None and not group.in_sync(pod):
-            return f"pod {pod.name} is catching up (not yet in the SyncStateSet)"
+        if group.replicated and group.view is not None and not group.back_in_sync(pod):
+            return f"pod {pod.name} is catching up (not yet back in the SyncStateSet)"
     return _missing(group)
 
 

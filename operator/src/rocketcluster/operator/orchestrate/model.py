@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The brokers' maxTimeNotCatchup (8 s, BrokerProcessConfig) and a few SyncStateSet
+# upkeep rounds: a slave still listed this long after it became ready has caught up.
+CATCH_UP_GRACE_S = 12.0
+
 
 @dataclass(frozen=True)
 class PodState:
@@ -21,6 +25,9 @@ class PodState:
     restarts: int = 0
     broker_id: int | None = None  # from the broker's own admin API
     role: str | None = None
+    # Seconds since the group's master last saw this slave hold all it had (from the
+    # master's admin API; None: not reported, or never caught up since it connected).
+    caught_up_ago_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,8 @@ class GroupObservation:
     view: GroupView | None  # None: the controllers did not answer
     min_in_sync: int = 1
     replicated: bool = True
+    # The master reports when each slave last caught up (brokers before it do not).
+    catch_up_reported: bool = False
 
     def pod_of(self, broker_id: int | None) -> PodState | None:
         return next((p for p in self.pods if p.broker_id == broker_id), None)
@@ -57,6 +66,21 @@ class GroupObservation:
             and pod.broker_id is not None
             and pod.broker_id in self.view.sync_state_set
         )
+
+    def back_in_sync(self, pod: PodState) -> bool:
+        """In the SyncStateSet because it caught up *since it last became ready*. The
+        set alone is not proof: the master drops a replica only after
+        maxTimeNotCatchup without catching up, so a slave restarted and ready within
+        that time is still listed while it lags. The master's report of when it last
+        caught up says it; from a master that does not report it, a listing that
+        outlived the grace is proof enough."""
+        if not self.in_sync(pod):
+            return False
+        if pod is self.master_pod:
+            return True
+        if self.catch_up_reported:
+            return pod.caught_up_ago_s is not None and pod.caught_up_ago_s <= pod.ready_for_s
+        return pod.ready_for_s >= CATCH_UP_GRACE_S
 
 
 @dataclass(frozen=True)
