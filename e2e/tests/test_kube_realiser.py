@@ -512,7 +512,10 @@ def test_a_killed_container_is_restarted_in_the_same_pod(kube: KubeHarness) -> N
 
 
 def test_deletion_is_sigterm_then_sigkill_after_the_grace_period(kube: KubeHarness) -> None:
-    ignores = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    ignores = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ignoring SIGTERM', flush=True); time.sleep(600)"
+    )
     for name, spec in (
         (
             "stubborn",
@@ -538,6 +541,14 @@ def test_deletion_is_sigterm_then_sigkill_after_the_grace_period(kube: KubeHarne
         return found[0] if found else None
 
     kube.wait_for(lambda: started("stubborn", "main"), WAIT_S, "stubborn to start")
+    # Started is the spawn; the SIGTERM must come once its handler is in place (a
+    # loaded machine once delivered it before, and the container died of it).
+    log = kube.dir / "logs" / NS / "stubborn_main.log"
+    kube.wait_for(
+        lambda: log.exists() and "ignoring SIGTERM" in log.read_text(),
+        WAIT_S,
+        "stubborn to ignore SIGTERM",
+    )
     kube.wait_for(lambda: started("stuck-init", "wait"), WAIT_S, "stuck-init's init container")
     stuck = _pod(kube, "stuck-init")
     assert stuck is not None and stuck["status"]["phase"] == "Pending"
