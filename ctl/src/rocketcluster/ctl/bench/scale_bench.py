@@ -208,9 +208,10 @@ def _send_lean(
 
     async def run() -> list[float]:
         took: list[float] = []
-        tick = _every(progress, "lean sends", len(rounds(topics, min_sends)) * QUEUES_PER_TOPIC)
+        order = rounds(topics, min_sends)
+        tick = _every(progress, "lean sends", len(order) * QUEUES_PER_TOPIC)
         async with LeanClient(endpoints) as client:
-            for topic in rounds(topics, min_sends):
+            for topic in order:
                 for _ in range(QUEUES_PER_TOPIC):
                     started = time.perf_counter()
                     entries = await client.send(topic, [OutgoingMessage(BODY)])
@@ -253,9 +254,10 @@ def _send_official(
     began = time.perf_counter()
     sends = OfficialSends()
     routed: set[str] = set()
-    tick = _every(progress, "official sends", len(rounds(topics, min_sends)) * QUEUES_PER_TOPIC)
+    order = rounds(topics, min_sends)
+    tick = _every(progress, "official sends", len(order) * QUEUES_PER_TOPIC)
     try:
-        for topic in rounds(topics, min_sends):
+        for topic in order:
             for _ in range(QUEUES_PER_TOPIC):
                 msg = Message()
                 msg.topic = topic
