@@ -4,6 +4,7 @@ why when not — the one skip allowed-skips.toml allows)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,12 +13,28 @@ import pytest
 import yaml
 
 from rocketcluster.ctl.testing import quiet_official_client
-from rocketcluster.e2e.k8s.backends import BackendUnavailable, open_backend
+from rocketcluster.e2e.k8s.backends import BackendUnavailable, EmulatedBackend, open_backend
 from rocketcluster.e2e.k8s.operated import OperatedCluster
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "examples" / "cluster.yaml"
 CATALOGUE = REPO / "examples" / "catalogue.yaml"
+
+
+@contextlib.contextmanager
+def operated(make: Callable[[], EmulatedBackend]) -> Iterator[OperatedCluster]:
+    """The cluster ``prod`` on the emulated backend ``make`` opens, both closed after;
+    a backend that cannot start fails the test saying why."""
+    try:
+        backend = make()
+    except BackendUnavailable as exc:
+        pytest.fail(f"emulated backend: {exc}")
+    cluster = OperatedCluster(backend, "prod")
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        backend.close()
 
 
 def one_group(directory: Path, change: Callable[[dict[str, Any]], None] | None = None) -> Path:

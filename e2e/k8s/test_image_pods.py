@@ -29,11 +29,11 @@ from rocketcluster.e2e.images.build import BuildError, build_images
 from rocketcluster.e2e.images.catalogue import RUN_AS
 from rocketcluster.e2e.images.plan import Settings, WorkspaceError
 from rocketcluster.e2e.k8s import steps
-from rocketcluster.e2e.k8s.backends import BackendUnavailable, EmulatedBackend
+from rocketcluster.e2e.k8s.backends import EmulatedBackend
 from rocketcluster.e2e.k8s.operated import OperatedCluster, wait_until
 from rocketcluster.e2e.kube import procfs
 
-from .conftest import REPO, one_group
+from .conftest import REPO, one_group, operated
 
 GROUP = "prod-broker-0"
 
@@ -50,21 +50,15 @@ def image_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operated
     except (tools.ToolMissing, tools.CommandFailed, BuildError, WorkspaceError) as exc:
         pytest.fail(str(exc))
     tags = {b.plan.spec.name: b.plan.tag for b in built}
-    try:
-        backend = EmulatedBackend(
+    with operated(
+        lambda: EmulatedBackend(
             tmp_path_factory.mktemp("k8s-images"),
             REPO / "crds",
             image=tags["broker"],
             operator_image=tags["operator"],
         )
-    except BackendUnavailable as exc:
-        pytest.fail(f"emulated backend: {exc}")
-    cluster = OperatedCluster(backend, "prod")
-    try:
+    ) as cluster:
         yield cluster
-    finally:
-        cluster.close()
-        backend.close()
 
 
 def _container_processes(cluster: OperatedCluster, pod: str) -> list[int]:

@@ -32,7 +32,7 @@ from rocketcluster.e2e.k8s import steps
 from rocketcluster.e2e.k8s.backends import EmulatedBackend
 from rocketcluster.e2e.k8s.operated import OperatedCluster
 
-from .conftest import REPO, one_group
+from .conftest import REPO, one_group, operated
 
 pytestmark = pytest.mark.slow
 
@@ -80,13 +80,10 @@ def previous_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Opera
     work = tmp_path_factory.mktemp("upgrade")
     tree = previous_release_tree(work)
     sources = {PREVIOUS_IMAGE: tree, controller_image_for(PREVIOUS_IMAGE): tree}
-    backend = EmulatedBackend(work / "k8s", REPO / "crds", host_sources=sources)
-    cluster = OperatedCluster(backend, "prod")
-    try:
+    with operated(
+        lambda: EmulatedBackend(work / "k8s", REPO / "crds", host_sources=sources)
+    ) as cluster:
         yield cluster
-    finally:
-        cluster.close()
-        backend.close()
 
 
 def _on_the_previous_release(spec: dict[str, Any]) -> None:
