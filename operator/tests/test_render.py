@@ -242,3 +242,44 @@ def test_controllers_run_the_controller_twin_of_the_broker_image() -> None:
         image = o["spec"]["template"]["spec"]["containers"][0]["image"]
         twin = "controller" if o["kind"] == "Deployment" else "broker"
         assert image == f"registry.example/rc/rocketcluster-{twin}:0.3.1", o["metadata"]["name"]
+
+
+def _broker_container(cluster: RocketCluster) -> dict[str, Any]:
+    sts = next(
+        s
+        for s in _by_kind(render_cluster(cluster), "StatefulSet")
+        if "broker" in s["metadata"]["name"]
+    )
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    return container  # type: ignore[no-any-return]
+
+
+def test_front_processes_get_a_core_each_unless_the_manifest_says() -> None:
+    """frontProcesses: 3 asks the scheduler for four cores (the store process and each
+    front) when the manifest names no CPU; a CPU the manifest names stays as it is."""
+    auto = _broker_container(_cluster())
+    assert "cpu" not in auto.get("resources", {}).get("requests", {})
+    env = {e["name"]: e for e in auto["env"]}
+    field = env[kube.ENV_CPU_REQUEST_MILLIS]["valueFrom"]["resourceFieldRef"]
+    assert field == {"containerName": "broker", "resource": "requests.cpu", "divisor": "1m"}
+    three = _broker_container(_cluster(spec__brokers__frontProcesses=3))
+    assert three["resources"]["requests"]["cpu"] == "4"
+    limited = _broker_container(
+        _cluster(spec__brokers__frontProcesses=3, spec__brokers__resources={"limits": {"cpu": "2"}})
+    )
+    assert limited["resources"] == {"limits": {"cpu": "2"}}
+    configs = render_cluster(_cluster(spec__brokers__frontProcesses=3))
+    brokers = [
+        json.loads(text)
+        for c in _by_kind(configs, "ConfigMap")
+        for name, text in c.get("data", {}).items()
+        if "-broker-" in name and name.endswith(".json")
+    ]
+    assert brokers and all(b["frontProcesses"] == 3 for b in brokers)
+    # "auto" is not written: a broker of the previous release reads the config too.
+    default = [
+        text
+        for c in _by_kind(render_cluster(_cluster()), "ConfigMap")
+        for text in c.get("data", {}).values()
+    ]
+    assert not any('"frontProcesses"' in text for text in default)

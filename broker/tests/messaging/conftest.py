@@ -49,13 +49,19 @@ GROUPS = [
 ]
 
 
-def proto_cluster(name: str = "proto") -> RocketCluster:
+def proto_cluster(name: str = "proto", front_processes: int = 0) -> RocketCluster:
     return RocketCluster.model_validate(
         {
             "metadata": {"name": name},
             "spec": {
                 "controller": {"replicas": 0},
-                "brokers": {"groups": 1, "replicas": 1, "flush": "sync", "maxMessageBytes": 65536},
+                "brokers": {
+                    "groups": 1,
+                    "replicas": 1,
+                    "flush": "sync",
+                    "maxMessageBytes": 65536,
+                    "frontProcesses": front_processes,
+                },
                 "topics": TOPICS,
                 "consumerGroups": GROUPS,
             },
@@ -63,11 +69,18 @@ def proto_cluster(name: str = "proto") -> RocketCluster:
     )
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+# The official flows run against both shapes of a broker: one process serving the
+# client port, and a store process behind two front processes (broker/front).
+BROKER_SHAPES = {"single-process": 0, "two-fronts": 2}
+
+
+@pytest.fixture(scope="module", params=list(BROKER_SHAPES.values()), ids=list(BROKER_SHAPES))
+def broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalBroker]:
     quiet_official_client()
     directory = tmp_path_factory.mktemp("broker")
-    with local_broker(proto_cluster(), directory) as handle:
+    with local_broker(proto_cluster(front_processes=request.param), directory) as handle:
         yield handle
 
 

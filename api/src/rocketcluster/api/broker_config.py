@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from rocketcluster.api.auth import AuthProcessConfig
-from rocketcluster.api.cluster import FlushPolicy, ReplicationSpec
+from rocketcluster.api.cluster import FlushPolicy, FrontProcesses, ReplicationSpec
 from rocketcluster.api.limits import ClientLimits
 from rocketcluster.api.stats import DEFAULT_STATS_INTERVAL_SECONDS
 from rocketcluster.api.tiered_spec import TieredBackend, TieredStorageSpec
@@ -128,6 +128,11 @@ class BrokerProcessConfig(BaseModel):
     flush: FlushPolicy = FlushPolicy.ASYNC
     max_message_bytes: int = 4 * 1024 * 1024
     client_limits: ClientLimits = Field(default_factory=ClientLimits)
+    # Client-facing processes beside the store process (broker/front): "auto" sizes
+    # them to the container's CPU quota, 0 serves the client port from this process.
+    # Written only when not "auto": a broker of the previous release (which forbids
+    # fields it does not know) still reads the config an upgraded operator renders.
+    front_processes: FrontProcesses = Field(default="auto", exclude_if=lambda v: v == "auto")
     retention_hours: float = 72.0
     auto_create_topics: bool = False
     topics: list[TopicSpec] = Field(default_factory=list)

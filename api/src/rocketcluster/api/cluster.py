@@ -28,6 +28,10 @@ API_VERSION = "rocketcluster.io/v1alpha1"
 KIND = "RocketCluster"
 
 
+# A broker's front processes (broker/front): a number, or "auto" for the container's CPU.
+FrontProcesses = Annotated[int, Field(ge=0, le=64)] | Literal["auto"]
+
+
 class ResourcesSpec(_Model):
     """Container resources, as in a pod spec (``cpu: 500m``, ``memory: 1Gi``)."""
 
@@ -130,6 +134,14 @@ class BrokersSpec(_Model):
         default=60, ge=1, le=3600, description="time a broker gets to flush and stop"
     )
     client_limits: ClientLimits = Field(default_factory=ClientLimits)
+    front_processes: FrontProcesses = Field(
+        default="auto",
+        description=(
+            "client-facing processes beside each broker's store process, sharing its "
+            "client port: 0 is one process doing everything; auto sizes them to the "
+            "container's CPU limit (none below 3 cores)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _replication_fits(self) -> Self:

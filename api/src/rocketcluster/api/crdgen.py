@@ -206,6 +206,15 @@ def _convert(
     if any_of is not None:
         options = [o for o in any_of if o.get("type") != "null"]
         rest = {k: v for k, v in node.items() if k != "anyOf"}
+        if sorted(o.get("type", "") for o in options) == ["integer", "string"]:
+            # A number or a word (``frontProcesses: auto | 2``): Kubernetes' one union.
+            out = {k: v for k, v in rest.items() if k not in _DROP}
+            out["x-kubernetes-int-or-string"] = True
+            out["anyOf"] = [
+                {k: v for k, v in _convert(o, defs, defaults, name).items() if k != "default"}
+                for o in options
+            ]
+            return out
         if len(options) != 1:
             raise ValueError(f"{name}: unions other than X | None are not structural")
         out = _convert({**options[0], **rest}, defs, defaults, name)

@@ -54,6 +54,10 @@ SERVICEACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 ENV_POD_NAME: Final = "POD_NAME"
 ENV_POD_NAMESPACE: Final = "POD_NAMESPACE"
 ENV_POD_IP: Final = "POD_IP"
+# The broker container's CPU request in millicores (the Downward API's
+# resourceFieldRef): what frontProcesses "auto" sizes by when the container has no
+# CPU quota (broker/front/sizing.py).
+ENV_CPU_REQUEST_MILLIS: Final = "ROCKETCLUSTER_CPU_REQUEST_MILLIS"
 ENV_KUBE_API_URL: Final = (
     "ROCKETCLUSTER_KUBE_API_URL"  # instead of https://$KUBERNETES_SERVICE_HOST
 )

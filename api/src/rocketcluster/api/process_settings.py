@@ -21,6 +21,7 @@ def broker_settings(cluster: RocketCluster) -> dict[str, Any]:
         "stats_interval_seconds": brokers.stats_interval_seconds,
         "replication": brokers.replication,
         "client_limits": brokers.client_limits,
+        "front_processes": brokers.front_processes,
         "tiered_storage": cluster.spec.tiered_storage,
         "topics": cluster.spec.topics,
         "consumer_groups": cluster.spec.consumer_groups,

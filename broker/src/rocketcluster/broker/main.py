@@ -9,11 +9,11 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.broker.collector import freeze_survivors, tune_collector
+from rocketcluster.broker.event_loop import EVENT_LOOPS, loop_factory
 from rocketcluster.broker.server import BrokerServer
 
 
@@ -56,21 +56,6 @@ def main(argv: list[str] | None = None) -> None:
     config = BrokerProcessConfig.load(args.config)
     with asyncio.Runner(loop_factory=loop_factory(args.event_loop)) as runner:
         sys.exit(runner.run(serve(config)))
-
-
-EVENT_LOOPS = ("uvloop", "asyncio")
-
-
-def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The broker's event loop. grpc.aio runs on any asyncio loop (on one that is not
-    asyncio's own it polls its completion queue from a thread of its own), and uvloop
-    takes the per-callback cost of the loop itself down: every RPC, HA frame and
-    timer goes through it several times."""
-    if name == "asyncio":
-        return None
-    import uvloop
-
-    return uvloop.new_event_loop
 
 
 if __name__ == "__main__":

@@ -20,21 +20,32 @@ from rocketcluster.api.generated import ha_pb2 as hpb
 from rocketcluster.api.generated import ha_pb2_grpc
 from rocketcluster.api.tls import ClientTls, add_port, load_material, server_ssl_context
 from rocketcluster.broker.admin.app import create_admin_app
+from rocketcluster.broker.client_port import BindError, add_services, bind, client_server
 from rocketcluster.broker.collector import PauseObserver
+from rocketcluster.broker.front.frames import CONSUME_SERVICE as CONSUME_DESCRIPTOR
+from rocketcluster.broker.front.frames import MESSAGING_SERVICE as MESSAGING_DESCRIPTOR
+from rocketcluster.broker.front.metrics import (
+    STORE_PROCESS,
+    register_front_metrics,
+    register_process_metrics,
+)
+from rocketcluster.broker.front.sizing import resolve
+from rocketcluster.broker.front.supervisor import FrontSupervisor
 from rocketcluster.broker.ha.role import Role, RoleManager
 from rocketcluster.broker.kube_label import HttpPodPatcher, PodLabeler, PodTarget
-from rocketcluster.broker.messaging.admission import ClientAdmission, server_options
+from rocketcluster.broker.messaging.admission import ClientAdmission
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
-from rocketcluster.broker.messaging.consume_service import consume_handler
+from rocketcluster.broker.messaging.consume_service import ConsumeServicer
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.messaging.service import MessagingServicer
 from rocketcluster.broker.metrics import BrokerMetrics
-from rocketcluster.broker.security import guard_servicer, users_source
 from rocketcluster.broker.store import FlushMode, MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 2.0
+# No front serving for this long (each restart failing): /healthz fails, the pod restarts.
+FRONTS_DOWN_LIVENESS_S = 60.0
 
 
 def store_config(config: BrokerProcessConfig) -> StoreConfig:
@@ -63,10 +74,6 @@ class _AdminServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
-
-
-class BindError(RuntimeError):
-    pass
 
 
 class HAServicer(ha_pb2_grpc.HAServiceServicer):
@@ -110,6 +117,7 @@ class BrokerServer:
         self.catalogue: CatalogueService | None = None
         self._catalogue_client: ControllerClient | None = None
         self._gc_pauses: PauseObserver | None = None
+        self.fronts: FrontSupervisor | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -125,6 +133,7 @@ class BrokerServer:
         self._gc_pauses = PauseObserver(metrics.observe_gc)
         self._gc_pauses.install()
         self.runtime = MessagingRuntime(cfg, self.store, metrics)
+        register_process_metrics(metrics, self._process_ids)
         if cfg.controllers:
             # Few attempts: a poll that fails is simply tried again next time.
             self._catalogue_client = ControllerClient(
@@ -147,7 +156,12 @@ class BrokerServer:
             self.labeler.set_role(Role.MASTER)  # a standalone broker is its group's master
         self.catalogue.start()  # its first poll follows the registration at once
         self.runtime.start()
-        app = guard_admin(create_admin_app(self.runtime, self._is_ready, self.catalogue), cfg.auth)
+        app = guard_admin(
+            create_admin_app(
+                self.runtime, self._is_ready, self.catalogue, self._client_port_problem
+            ),
+            cfg.auth,
+        )
         admin_config = uvicorn.Config(
             app, host=cfg.bind_host, port=cfg.admin_port, log_level="warning", lifespan="off"
         )
@@ -156,36 +170,7 @@ class BrokerServer:
             admin_config.ssl = server_ssl_context(cfg.tls)
         self._admin = _AdminServer(admin_config)
         self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
-        server = grpc.aio.server(  # no interceptors: see ClientAdmission
-            maximum_concurrent_rpcs=cfg.client_limits.max_concurrent_rpcs,
-            options=[
-                ("grpc.so_reuseport", 0),
-                *server_options(cfg.client_limits, cfg.max_message_bytes),
-                ("grpc.max_send_message_length", -1),
-                ("grpc.keepalive_permit_without_calls", 1),
-                ("grpc.http2.min_ping_interval_without_data_ms", 5000),
-            ],
-        )
-        users = users_source(cfg.auth) if cfg.auth.enabled else None
-        observe = metrics.observe_rpc
-        servicer = guard_servicer(MessagingServicer(self.runtime), cfg.auth, observe, users=users)
-        admission = ClientAdmission(cfg.client_limits, self.runtime.metrics)  # before auth
-        server.add_generic_rpc_handlers(
-            (
-                admission.handler(servicer),
-                consume_handler(self.runtime, cfg.auth, admission, observe, users),
-            )
-        )
-        address = f"{cfg.bind_host}:{cfg.client_port}"
-        try:
-            # Server authentication only: the official clients present no certificate.
-            port = add_port(server, address, cfg.tls, mutual=False)
-        except RuntimeError as exc:
-            raise BindError(f"cannot listen on {address}: {exc}") from exc
-        if port == 0:
-            raise BindError(f"cannot listen on {address} (in use?)")
-        await server.start()
-        self._grpc = server
+        address = await self._serve_clients(metrics)
         for _ in range(200):  # the admin server binds in its task
             if self._admin.started or self._admin_task.done():
                 break
@@ -201,6 +186,35 @@ class BrokerServer:
             cfg.admin_port,
             f"TLS, CA {cfg.tls.ca_file}" if cfg.tls else "plaintext",
         )
+
+    async def _serve_clients(self, metrics: BrokerMetrics) -> str:
+        """The client port: served here, or by front processes relaying to here."""
+        cfg = self.config
+        assert self.runtime is not None
+        fronts = resolve(cfg.front_processes)
+        messaging = MessagingServicer(self.runtime)
+        consume = ConsumeServicer(self.runtime)
+        if fronts:
+            self.fronts = FrontSupervisor(
+                cfg,
+                fronts,
+                {MESSAGING_DESCRIPTOR.full_name: messaging, CONSUME_DESCRIPTOR.full_name: consume},
+                metrics.observe_rpc,
+                logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+            )
+            register_front_metrics(metrics, self.fronts)
+            try:
+                await self.fronts.start()
+            except RuntimeError as exc:
+                raise BindError(f"cannot serve clients on port {cfg.client_port}: {exc}") from exc
+            return f"{cfg.bind_host}:{cfg.client_port} ({fronts} front processes)"
+        server = client_server(cfg, cfg.client_limits, shared_port=False)
+        admission = ClientAdmission(cfg.client_limits, metrics)  # before auth
+        add_services(server, cfg, admission, messaging, consume, metrics.observe_rpc)
+        address = bind(server, cfg)
+        await server.start()
+        self._grpc = server
+        return address
 
     async def _start_replication(self, runtime: MessagingRuntime) -> None:
         """A replicated group: the HA endpoint, then the role from the controllers."""
@@ -222,16 +236,28 @@ class BrokerServer:
         await self.role.start()
         runtime.attach_role(self.role)
 
+    def _process_ids(self) -> dict[str, int]:
+        pids = {STORE_PROCESS: os.getpid()}
+        if self.fronts is not None:
+            pids.update(self.fronts.pids())
+        return pids
+
     def _on_role(self, role: str) -> None:
         assert self.runtime is not None
         self.runtime.on_role(role)
         if self.labeler is not None:
             self.labeler.set_role(role)  # never waits: the label follows on its own task
 
+    def _client_port_problem(self, for_liveness: bool) -> str | None:
+        if self.fronts is None:
+            return None
+        return self.fronts.problem(FRONTS_DOWN_LIVENESS_S if for_liveness else 0.0)
+
     def _is_ready(self) -> bool:
         """Ready once serving and, when labelling its pod, once the label it had before
         a restart is gone (the Service must not select a stale master)."""
-        return self._ready and (self.labeler is None or self.labeler.labelled)
+        fronts_serve = self.fronts is None or self.fronts.serving > 0
+        return self._ready and fronts_serve and (self.labeler is None or self.labeler.labelled)
 
     async def stop(self) -> None:
         self._ready = False
@@ -245,6 +271,8 @@ class BrokerServer:
             await self.role.stop()
         if self._ha is not None:
             await self._ha.stop(0.5)
+        if self.fronts is not None:
+            await self.fronts.stop()
         if self._grpc is not None:
             await self._grpc.stop(GRACE_SECONDS)
         if self.runtime is not None:

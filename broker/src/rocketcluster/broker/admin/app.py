@@ -78,7 +78,11 @@ def create_admin_app(
     rt: MessagingRuntime,
     ready: Callable[[], bool],
     catalogue: CatalogueService | None = None,
+    client_port_problem: Callable[[bool], str | None] = lambda _: None,
 ) -> FastAPI:
+    """``client_port_problem(for_liveness)``: why the client port is not served (its
+    front processes), for /readyz at once, for /healthz once it has lasted (a crash
+    loop the broker cannot end itself: the kubelet restarts the pod)."""
     app = FastAPI(
         title="rocketcluster broker admin",
         version="v1",
@@ -90,14 +94,17 @@ def create_admin_app(
     store = rt.store
 
     @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    def healthz() -> Response:
+        problem = client_port_problem(True)
+        if problem:
+            return JSONResponse({"status": "unhealthy", "reason": problem}, status_code=503)
+        return JSONResponse({"status": "ok"})
 
     @app.get("/readyz")
     def readyz() -> Response:
         if ready() and not store.closed and store.failure is None:
             return JSONResponse({"status": "ready"})
-        reason = "store failed" if store.failure else "starting"
+        reason = "store failed" if store.failure else client_port_problem(False) or "starting"
         return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
 
     @app.get("/metrics", response_class=PlainTextResponse)

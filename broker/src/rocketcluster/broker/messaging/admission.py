@@ -181,6 +181,15 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
     return decode
 
 
+def _passing_bytes(response_type: Any) -> Callable[[Any], bytes]:
+    serialize = response_type.SerializeToString
+
+    def encode(response: Any) -> bytes:
+        return response if type(response) is bytes else serialize(response)
+
+    return encode
+
+
 def _undecodable(method: str, request: Undecodable) -> pb.Status:
     return status(
         Code.BAD_REQUEST,
@@ -228,11 +237,14 @@ class ClientAdmission:
         service: ServiceDescriptor | None = None,
         messages: Any = spb,
         status_type: Any = pb.Status,
+        raw_replies: bool = False,
     ) -> grpc.GenericRpcHandler:
         """MessagingService's handlers for ``servicer`` (the methods the generated
         ``add_MessagingServiceServicer_to_server`` would register), admission first.
         Another service on the client port (``service``, its messages module and its
-        Status type; e.g. ConsumeService) is admitted by the same ledger."""
+        Status type; e.g. ConsumeService) is admitted by the same ledger.
+        ``raw_replies``: the servicer answers with the response's bytes (a front
+        process's relay), sent as they are; refusals are still messages."""
         if service is None:
             service = spb.DESCRIPTOR.services_by_name["MessagingService"]
         handlers: dict[str, grpc.RpcMethodHandler] = {}
@@ -243,7 +255,9 @@ class ClientAdmission:
             reply = functools.partial(_reply, response_type, status_type)
             inner = getattr(servicer, name)
             decode = _tolerant(request_type.FromString)
-            encode = response_type.SerializeToString
+            encode = (
+                _passing_bytes(response_type) if raw_replies else response_type.SerializeToString
+            )
             if method.client_streaming and method.server_streaming:
                 handlers[name] = grpc.stream_stream_rpc_method_handler(
                     self._stream_stream(name, reply, inner),

@@ -281,6 +281,19 @@ def consume_handler(
 ) -> grpc.GenericRpcHandler:
     """ConsumeService on the client port, behind the same auth (``users``: the source
     MessagingService's guard reads) and the same client-limit ledger."""
-    servicer = guard_servicer(ConsumeServicer(runtime), auth, observe, CHECKS, _refusal, users)
+    return guarded_consume_handler(ConsumeServicer(runtime), auth, admission, observe, users)
+
+
+def guarded_consume_handler(
+    servicer: Any,
+    auth: AuthProcessConfig,
+    admission: ClientAdmission,
+    observe: Observe | None = None,
+    users: WatchedFile[Authenticator] | None = None,
+    raw_replies: bool = False,
+) -> grpc.GenericRpcHandler:
+    """ConsumeService's handlers for ``servicer`` (ours, or a front process's relay:
+    ``raw_replies``), behind auth and admission."""
+    guarded = guard_servicer(servicer, auth, observe, CHECKS, _refusal, users)
     descriptor = cpb.DESCRIPTOR.services_by_name["ConsumeService"]
-    return admission.handler(servicer, descriptor, cpb, cpb.Status)
+    return admission.handler(guarded, descriptor, cpb, cpb.Status, raw_replies=raw_replies)

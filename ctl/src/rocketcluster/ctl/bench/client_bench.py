@@ -173,7 +173,7 @@ def official_produce(endpoint: str, seconds: float, topic: str = TOPIC) -> dict[
 
 
 def official_consume(
-    endpoint: str, seconds: float, want: int | None, threads: int = 4
+    endpoint: str, seconds: float, want: int | None, threads: int = 4, topic: str = TOPIC
 ) -> dict[str, Any]:
     from rocketmq.v5.client import ClientConfiguration, Credentials
     from rocketmq.v5.consumer import SimpleConsumer
@@ -183,7 +183,7 @@ def official_consume(
     consumer = SimpleConsumer(
         ClientConfiguration(endpoint, Credentials(), request_timeout=10),
         GROUP,
-        {TOPIC: FilterExpression()},
+        {topic: FilterExpression()},
         await_duration=1,
     )
     consumer.startup()

@@ -17,7 +17,7 @@ from typing import Any
 
 from rocketcluster.ctl.chaos import netns
 from rocketcluster.ctl.chaos.roles import ClusterProbe
-from rocketcluster.ctl.local.runtime import LocalRuntime
+from rocketcluster.ctl.local.runtime import LocalRuntime, LocalRuntimeError
 
 log = logging.getLogger("rocketcluster.chaos")
 
@@ -33,6 +33,7 @@ class FaultKind(StrEnum):
     PACKET_LOSS = "packet-loss"
     KILL_CONTROLLER_MAJORITY = "kill-controller-majority"
     KILL_TWO_REPLICAS = "kill-two-replicas"  # the master and one slave of a group
+    KILL_FRONT = "kill-front"  # kill -9 one front process; its broker starts it again
 
 
 NETWORK_KINDS = frozenset(
@@ -181,6 +182,15 @@ class Injector:
             self._kill(active, [master, max(slaves, key=self._log_end)])
         elif kind is FaultKind.KILL:
             self._kill(active, [self._one(fs.target, group)])
+        elif kind is FaultKind.KILL_FRONT:
+            victim = self._one(fs.target, group)
+            try:
+                pid = self.runtime.kill_front(victim["name"])
+            except LocalRuntimeError as exc:
+                raise Skipped(str(exc)) from exc
+            self._hold(active, [victim])
+            active.groups = [group]
+            log.info("fault %d: front pid %d of %s killed", fault_id, pid, victim["name"])
         elif kind is FaultKind.PAUSE:
             victim = self._one(fs.target, group)
             self.runtime.pause(victim["name"])

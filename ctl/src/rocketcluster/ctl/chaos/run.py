@@ -83,6 +83,9 @@ def chaos_cluster(groups: int) -> RocketCluster:
                     "replicas": REPLICAS,
                     "flush": "async",
                     "replication": {"mode": "sync", "inSyncReplicas": 2, "minInSyncReplicas": 1},
+                    # Every broker as a store process behind two fronts: the faults
+                    # (kill-front among them) meet the shape of a multi-core pod.
+                    "frontProcesses": 2,
                 },
                 "topics": [
                     {"name": NORMAL_TOPIC, "queues": 4},

@@ -64,6 +64,9 @@ def fixed() -> list[Episode]:
             2.0,
         ),
         _single(spec(k.KILL, 6, Target.LEADER)),
+        # A front process of the master dies under load: its clients reconnect to the
+        # other front at once, the broker starts it again.
+        _single(spec(k.KILL_FRONT, 4)),
     ]
 
 
@@ -79,9 +82,16 @@ SOAK_KINDS: tuple[tuple[FaultKind, tuple[Target, ...], int], ...] = (
     (FaultKind.PACKET_LOSS, (Target.ALL, Target.MASTER, Target.LEADER), 2),
     (FaultKind.KILL_CONTROLLER_MAJORITY, (Target.LEADER,), 1),
     (FaultKind.KILL_TWO_REPLICAS, (Target.MASTER,), 1),
+    (FaultKind.KILL_FRONT, (Target.MASTER, Target.SLAVE), 2),
 )
 # Faults that may overlap a first one (a composite): they hit other processes.
-SECOND_KINDS = (FaultKind.PACKET_LOSS, FaultKind.PAUSE, FaultKind.KILL, FaultKind.PARTITION)
+SECOND_KINDS = (
+    FaultKind.PACKET_LOSS,
+    FaultKind.PAUSE,
+    FaultKind.KILL,
+    FaultKind.PARTITION,
+    FaultKind.KILL_FRONT,
+)
 
 
 def _draw(rng: random.Random, groups: int, kinds: tuple[FaultKind, ...]) -> FaultSpec:

@@ -56,6 +56,25 @@ def _owned(pid: int, marker: str) -> bool:
     return marker in cmdline
 
 
+FRONT_MARKER = "rocketcluster.broker.front"
+
+
+def _children(pid: int, marker: str) -> list[int]:
+    """The live children of ``pid`` whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == pid and _owned(int(entry.name), marker):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
 def _log_tail(path: Path, lines: int = 30) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -314,6 +333,18 @@ class LocalRuntime:
         proc = self.process(name)
         _signal(proc, signal.SIGKILL)
         _reap(proc["pid"])
+
+    def front_pids(self, name: str) -> list[int]:
+        """The front processes of broker ``name`` (broker/front): its children."""
+        return _children(self.process(name)["pid"], FRONT_MARKER)
+
+    def kill_front(self, name: str) -> int:
+        """SIGKILL one front of broker ``name`` (its broker starts it again); its pid."""
+        pids = self.front_pids(name)
+        if not pids:
+            raise LocalRuntimeError(f"{name} runs no front process (frontProcesses: 0?)")
+        os.kill(pids[0], signal.SIGKILL)
+        return pids[0]
 
     def pause(self, name: str) -> None:
         _signal(self.process(name), signal.SIGSTOP)

@@ -18,7 +18,7 @@ from rocketcluster.api.broker_config import (
     BrokerProcessConfig,
     s3_credential_env,
 )
-from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.cluster import BrokersSpec, ResourcesSpec, RocketCluster
 from rocketcluster.api.process_settings import broker_settings
 from rocketcluster.api.tiered_spec import TieredBackend
 from rocketcluster.operator.render import auth, pods, tls
@@ -184,16 +184,44 @@ def tier_volume(cluster: RocketCluster) -> tuple[dict[str, Any], dict[str, Any]]
     return volume, {"name": TIER_VOLUME, "mountPath": posix.path}
 
 
+def broker_resources(brokers: BrokersSpec) -> ResourcesSpec:
+    """The manifest's resources; with a number of front processes and no CPU asked
+    for, a core each for the store process and every front, so the scheduler places
+    the pod where they can run (a CPU limit stays the manifest's: a request above it
+    would be refused)."""
+    resources = brokers.resources
+    fronts = brokers.front_processes
+    if not isinstance(fronts, int) or fronts == 0:
+        return resources
+    if "cpu" in resources.requests or "cpu" in resources.limits:
+        return resources
+    return resources.model_copy(update={"requests": {**resources.requests, "cpu": str(fronts + 1)}})
+
+
+def cpu_request_env() -> dict[str, Any]:
+    """The container's CPU request, for frontProcesses "auto" when no quota says."""
+    return {
+        "name": kube.ENV_CPU_REQUEST_MILLIS,
+        "valueFrom": {
+            "resourceFieldRef": {
+                "containerName": "broker",
+                "resource": "requests.cpu",
+                "divisor": "1m",
+            }
+        },
+    }
+
+
 def broker_container(cluster: RocketCluster) -> dict[str, Any]:
     container = pods.container(
         cluster,
         "broker",
         ["rocketcluster-broker", "--config", f"{kube.CONFIG_DIR}/$({kube.ENV_POD_NAME}).json"],
         PORTS,
-        cluster.spec.brokers.resources,
+        broker_resources(cluster.spec.brokers),
         cluster.spec.image,
     )
-    container["env"] += tier_env(cluster)
+    container["env"] += [cpu_request_env(), *tier_env(cluster)]
     container["volumeMounts"] += auth.volumes(cluster, users=True)[1]
     tier = tier_volume(cluster)
     if tier is not None:

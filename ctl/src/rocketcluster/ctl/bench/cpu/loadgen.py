@@ -26,6 +26,7 @@ from rocketcluster.ctl.bench.client_bench import (
     TOPIC,
     lean_consume,
     lean_produce,
+    official_consume,
     official_produce,
     transport_limit,
 )
@@ -34,6 +35,7 @@ from rocketcluster.ctl.testing import quiet_official_client
 KINDS = (
     "lean_produce",
     "official_produce",
+    "official_consume",
     "lean_consume",
     "raw_unary",
     "raw_stream",
@@ -48,6 +50,8 @@ def run_kind(kind: str, endpoint: str, seconds: float, topic: str) -> dict[str, 
         return asyncio.run(lean_produce(endpoint, seconds, topic))
     if kind == "official_produce":
         return official_produce(endpoint, seconds, topic)
+    if kind == "official_consume":
+        return official_consume(endpoint, seconds, None, topic=topic)
     if kind == "lean_consume":
         return asyncio.run(lean_consume(endpoint, seconds, None))
     if kind in ("raw_unary", "raw_stream", "raw_fetch"):

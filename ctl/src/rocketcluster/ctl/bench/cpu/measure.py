@@ -7,12 +7,13 @@ client carried in that window — warm-up, start-up and the result's printing ap
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -85,13 +86,17 @@ def run_case(
     warmup: float = 1.0,
     topic: str = TOPIC,
     window: Window | None = None,
+    clients: int = 1,
 ) -> dict[str, Any]:
-    """Run ``kind`` against ``endpoint`` in a child process for ``seconds``: the
-    client's result plus ``cpu_s`` (CPU seconds of each role in the window, the
-    client included) and ``cpu_us_per_msg``."""
+    """Run ``kind`` against ``endpoint`` in ``clients`` child processes for
+    ``seconds``: the client's result plus ``cpu_s`` (CPU seconds of each role in the
+    window, the clients included) and ``cpu_us_per_msg``. With several clients the
+    results add up (messages, msgs/s), the p99 is the worst client's, and each
+    client's CPU is a role of its own (``client-1`` …) beside their sum (``client``)."""
     window = window or Window()
-    with tempfile.TemporaryFile("w+") as stderr:
-        return _run(kind, endpoint, seconds, pids, warmup, topic, window, stderr)
+    with contextlib.ExitStack() as stack:
+        stderrs = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in range(clients)]
+        return _run(kind, endpoint, seconds, pids, warmup, topic, window, stderrs)
 
 
 def _run(
@@ -102,55 +107,90 @@ def _run(
     warmup: float,
     topic: str,
     window: Window,
-    stderr: IO[str],
+    stderrs: Sequence[IO[str]],
 ) -> dict[str, Any]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", LOADGEN, kind, endpoint, str(seconds), str(warmup), topic],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=True,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", LOADGEN, kind, endpoint, str(seconds), str(warmup), topic],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        for stderr in stderrs
+    ]
+    names = [CLIENT] if len(procs) == 1 else [f"{CLIENT}-{n}" for n in range(1, len(procs) + 1)]
     try:
-        everyone = {**pids, CLIENT: proc.pid}
-        _expect(proc, stderr, kind, "READY")
+        everyone = {**pids, **{name: p.pid for name, p in zip(names, procs, strict=True)}}
+        for proc, stderr in zip(procs, stderrs, strict=True):
+            _expect(proc, stderr, kind, "READY")
         if window.on_ready:
             window.on_ready(everyone)
         before = cpu_of(everyone)
         started = time.perf_counter()
         if window.on_start:
             window.on_start(everyone)
-        proc.stdin.write("GO\n")
-        proc.stdin.flush()
-        _expect(proc, stderr, kind, "END")
+        _tell(procs, "GO")
+        for proc, stderr in zip(procs, stderrs, strict=True):
+            _expect(proc, stderr, kind, "END")
         if window.on_end:
             window.on_end(everyone)
         after = cpu_of(everyone)
         wall = time.perf_counter() - started
         if window.on_done:
             window.on_done(everyone)
-        proc.stdin.write("OK\n")
-        proc.stdin.flush()
-        line = _expect(proc, stderr, kind, "RESULT ")
-        result: dict[str, Any] = json.loads(line.removeprefix("RESULT "))
-        proc.wait(timeout=60)
+        _tell(procs, "OK")
+        results: list[dict[str, Any]] = []
+        for proc, stderr in zip(procs, stderrs, strict=True):
+            line = _expect(proc, stderr, kind, "RESULT ")
+            results.append(json.loads(line.removeprefix("RESULT ")))
+            proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    result = results[0] if len(results) == 1 else combined(results)
     cpu = {r: after[r] - before[r] for r in before if r in after}
+    each = set(names) - {CLIENT}  # several clients: counted once, in their sum
+    if each:
+        cpu[CLIENT] = sum(cpu.get(name, 0.0) for name in names)
     messages = max(1, int(result["messages"]))
     result.update(
         {
             "window_s": wall,
             "cpu_s": cpu,
             "cpu_us_per_msg": {r: s * 1e6 / messages for r, s in cpu.items()},
-            "cpu_us_per_msg_total": sum(cpu.values()) * 1e6 / messages,
+            "cpu_us_per_msg_total": sum(v for r, v in cpu.items() if r not in each)
+            * 1e6
+            / messages,
             "cpu_cores": {r: s / max(1e-9, wall) for r, s in cpu.items()},
         }
     )
     return result
+
+
+def combined(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several clients' results as one load's: counts and rates add up, the latency
+    percentiles are the worst client's (no client saw worse)."""
+    out: dict[str, Any] = {
+        "clients": len(results),
+        "messages": sum(int(r["messages"]) for r in results),
+        "msgs_per_s": sum(float(r["msgs_per_s"]) for r in results),
+        "errors": sum(int(r.get("errors", 0)) for r in results),
+        "per_client": results,
+    }
+    for key in ("p50_ms", "p99_ms"):
+        out[key] = max(float(r.get(key, 0.0)) for r in results)
+    out["seconds"] = max(float(r.get("seconds", 0.0)) for r in results)
+    return out
+
+
+def _tell(procs: list[subprocess.Popen[str]], word: str) -> None:
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(word + "\n")
+        proc.stdin.flush()
 
 
 def _expect(proc: subprocess.Popen[str], stderr: IO[str], kind: str, prefix: str) -> str:

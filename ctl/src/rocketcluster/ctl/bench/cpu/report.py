@@ -14,6 +14,9 @@ GOALS = {
     "sync3_over_nats_r3": 1.0,
 }
 GOAL_US = {"master": 32.0, "slave": 8.0}
+# Issue #28: the store process per official message, a front against the empty
+# grpc.aio handler per call, official produce (sync 2-of-3) projected on 8 cores.
+FRONT_GOALS = {"store_us": 80.0, "front_over_empty_handler": 1.2, "sync3_8_cores": 10_000.0}
 
 
 def _rate(block: dict[str, Any] | None) -> float | None:
@@ -108,9 +111,60 @@ def lines(result: dict[str, Any]) -> list[str]:
             f"recovery after an error p50 {fo['recovery_p50_s']:.2f} s, "
             f"max {fo['recovery_max_s']:.2f} s; lost {fo['lost']}"
         )
+    out += front_lines(result)
     for case, prof in result.get("profiles", {}).items():
         for role, path in prof["files"].items():
             out.append(f"flame graph {case} {role}: {path}")
         for role, why in prof["problems"].items():
             out.append(f"no flame graph {case} {role}: {why}")
+    return out
+
+
+def front_lines(result: dict[str, Any]) -> list[str]:
+    """The front-process cases: µs per message of the store process, its fronts and
+    the clients for each front count, then the projection and the goals."""
+    fronts = result.get("fronts")
+    if not fronts:
+        return []
+    rows = []
+    for name, case in fronts["cases"].items():
+        for load in ("official_produce", "official_consume"):
+            block = case.get(load)
+            if not block:
+                continue
+            us = block["cpu_us_per_msg"]
+            front_us = [v for r, v in us.items() if r.startswith("master-front-")]
+            slaves = [v for r, v in us.items() if r.startswith("slave-") and "front" not in r]
+            rows.append(
+                {
+                    "case": f"{name} {load.removeprefix('official_')}",
+                    "msgs_per_s": block["msgs_per_s"],
+                    "p99_ms": block["p99_ms"],
+                    "store": us.get("master", 0.0),
+                    "fronts": " / ".join(f"{v:.0f}" for v in front_us) or "-",
+                    "slaves": " / ".join(f"{v:.0f}" for v in slaves) or "-",
+                    "clients": us.get("client", 0.0),
+                }
+            )
+    columns = ["case", "msgs_per_s", "p99_ms", "store", "fronts", "slaves", "clients"]
+    out = [
+        f"front processes, {fronts['clients']} official client processes "
+        "(µs per message; store = the store process)",
+        format_table(rows, columns),
+    ]
+    empty = result.get("ceilings", {}).get("empty_handler_official_produce", {})
+    empty_us = empty.get("cpu_us_per_msg", {}).get("server")
+    for name, p in fronts["projection"].items():
+        rates = ", ".join(f"{c} cores {r:,.0f}/s" for c, r in p["msgs_per_s_by_cores"].items())
+        out.append(
+            f"{name}: store {p['store_process_us_per_msg']:.0f} µs/msg "
+            f"(goal <= {FRONT_GOALS['store_us']:.0f}; single process "
+            f"{p['single_process_us_per_msg']:.0f}), fronts {p['fronts_us_per_msg']:.0f} µs/msg; "
+            f"projected {rates}"
+        )
+    if empty_us:
+        out.append(
+            f"empty grpc.aio handler under the official producer: {empty_us:.0f} µs/call "
+            f"(a front's goal: <= {FRONT_GOALS['front_over_empty_handler'] * empty_us:.0f})"
+        )
     return out

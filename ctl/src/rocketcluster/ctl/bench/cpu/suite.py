@@ -22,7 +22,7 @@ from rocketcluster.ctl.testing import DISK_GUARDS_OFF
 from rocketcluster.ctl.workload import TOPIC as HA_TOPIC
 from rocketcluster.ctl.workload import Cluster, ha_cluster, running
 
-CASES = ("ceilings", "standalone", "consume", "async3", "sync3", "nats")
+CASES = ("ceilings", "standalone", "consume", "async3", "sync3", "fronts", "nats")
 PRODUCERS = ("lean_produce", "official_produce")
 
 
@@ -212,6 +212,11 @@ def run_cpu_bench(opts: Options, say: Callable[[str], None] = lambda _: None) ->
                 mode, opts, result["profiles"], result["idle_cores"]
             ).items():
                 cases[f"{name}_{kind}"] = figures
+    if "fronts" in opts.cases:
+        from rocketcluster.ctl.bench.cpu.fronts import run_fronts
+
+        say("front processes: 0, 1, 2 (standalone, sync 2-of-3), 4 official clients")
+        result["fronts"] = run_fronts(opts.work_dir, opts.seconds, opts.warmup, say)
     if "nats" in opts.cases:
         say("NATS JetStream R3")
         result["nats_r3"] = _nats(opts)

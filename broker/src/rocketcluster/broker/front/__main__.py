@@ -1,0 +1,3 @@
+from rocketcluster.broker.front.process import main
+
+main()

@@ -1,0 +1,217 @@
+"""The store process's side of its fronts' channels: every relayed call run by the
+same servicers a single-process broker serves on its own port.
+
+What a front has already done (admission, the signature and ACL check, decoding) is
+not done again; what needs the store's state (the registry, POP, the store, the
+forwarder of a slave) runs here, as it would under grpc.aio, with a context that
+answers the servicers' questions from the call's frame: its metadata, its peer, the
+time left until its deadline. A call whose front is lost or which the client cancels
+is cancelled here as grpc.aio cancels a handler whose client goes away: an append
+already made stays (the client, unanswered, sends again; at-least-once), nothing is
+answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocketcluster.broker.front import frames as f
+from rocketcluster.broker.front.channel import Channel
+
+log = logging.getLogger(__name__)
+
+_CLOSED = object()
+
+
+class RelayedContext:
+    """What the servicers ask of a grpc.aio context, for a relayed call."""
+
+    __slots__ = ("_deadline", "_metadata", "_peer")
+
+    def __init__(self, metadata: tuple[tuple[str, Any], ...], peer: str, remaining: float):
+        self._metadata = metadata
+        self._peer = peer
+        self._deadline = time.monotonic() + remaining if remaining >= 0 else None
+
+    def invocation_metadata(self) -> tuple[tuple[str, Any], ...]:
+        return self._metadata
+
+    def peer(self) -> str:
+        return self._peer
+
+    def time_remaining(self) -> float | None:
+        if self._deadline is None:
+            return None
+        return max(0.0, self._deadline - time.monotonic())
+
+
+class _ClientStream:
+    """A client-streaming call's messages, as the servicer's request iterator."""
+
+    def __init__(self, decode: Callable[[bytes], Any]) -> None:
+        self._decode = decode
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    def put(self, payload: Any) -> None:
+        self._queue.put_nowait(payload)
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Any]:
+        while True:
+            payload = await self._queue.get()
+            if payload is _CLOSED:
+                return
+            yield self._decode(payload)
+
+
+@dataclass
+class FrontStats:
+    """What a front last said of itself (STATS) and since when it serves (HELLO)."""
+
+    index: int = -1
+    pid: int = 0
+    connections: int = 0
+    refusals: dict[str, int] = field(default_factory=dict)
+    hello_at: float = 0.0
+
+
+class FrontConnection:
+    """One front's channel: its calls in progress, by the front's call id."""
+
+    def __init__(
+        self,
+        servicers: dict[str, Any],
+        on_hello: Callable[[FrontConnection], None],
+        on_lost: Callable[[FrontConnection, str], None],
+        observe: Callable[[str, int, float], None] | None,
+    ) -> None:
+        self._handlers = [getattr(servicers[m.service], m.name) for m in f.METHODS]
+        self._calls: dict[int, asyncio.Task[None]] = {}
+        self._streams: dict[int, _ClientStream] = {}
+        self._on_hello = on_hello
+        self._on_lost_cb = on_lost
+        self._observe = observe
+        self.stats = FrontStats()
+        self.channel: Channel | None = None
+        self._gone = False
+        self._loop = asyncio.get_running_loop()
+
+    def attach(self, channel: Channel) -> None:
+        self.channel = channel
+
+    @property
+    def in_progress(self) -> int:
+        return len(self._calls)
+
+    # -- frames in --------------------------------------------------------------------
+
+    def on_frame(self, frame: tuple[Any, ...]) -> None:
+        kind = frame[0]
+        if kind == f.CALL:
+            self._begin(frame)
+        elif kind == f.MESSAGE:
+            stream = self._streams.get(frame[1])
+            if stream is not None:
+                stream.put(frame[2])
+        elif kind == f.END:
+            stream = self._streams.get(frame[1])
+            if stream is not None:
+                stream.put(_CLOSED)
+        elif kind == f.CANCEL:
+            task = self._calls.get(frame[1])
+            if task is not None:
+                task.cancel()
+        elif kind == f.STATS:
+            _, connections, refusals, observations = frame
+            self.stats.connections = connections
+            for limit, count in refusals.items():
+                self.stats.refusals[limit] = self.stats.refusals.get(limit, 0) + count
+            if self._observe is not None:
+                for rpc, code, seconds in observations:
+                    self._observe(rpc, code, seconds)
+        elif kind == f.HELLO:
+            _, index, pid, digest = frame
+            if digest != f.table_digest():
+                self.lose(f"front {index} relays another method table ({digest})")
+                return
+            self.stats.index, self.stats.pid, self.stats.hello_at = index, pid, time.time()
+            self._on_hello(self)
+        else:
+            log.warning("front channel: a frame of unknown kind %r", kind)
+
+    def _begin(self, frame: tuple[Any, ...]) -> None:
+        _, call, index, remaining, peer, metadata, payload = frame
+        method = f.METHODS[index]
+        context = RelayedContext(metadata, peer, remaining)
+        handler = self._handlers[index]
+        try:
+            request = None if method.kind == f.BIDI else method.request_type.FromString(payload)
+        except Exception as exc:  # the front decoded it: a broken front, not a client
+            self._send((f.END, call, f"the store process could not decode the request: {exc}"))
+            return
+        if method.kind == f.UNARY:
+            coro = self._unary(call, handler, request, context)
+        elif method.kind == f.SERVER_STREAM:
+            coro = self._streaming(call, handler(request, context))
+        else:
+            stream = self._streams[call] = _ClientStream(method.request_type.FromString)
+            coro = self._streaming(call, handler(stream, context))
+        task = self._loop.create_task(coro)
+        self._calls[call] = task
+        task.add_done_callback(functools.partial(self._done, call))
+
+    def _done(self, call: int, _task: object = None) -> None:
+        self._calls.pop(call, None)
+        self._streams.pop(call, None)
+
+    # -- running a call -----------------------------------------------------------------
+
+    def _send(self, frame: tuple[Any, ...]) -> None:
+        if self.channel is not None:
+            self.channel.send(frame)
+
+    async def _unary(self, call: int, handler: Any, request: Any, context: Any) -> None:
+        try:
+            response = await handler(request, context)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the servicers answer their own errors: this is ours
+            log.exception("relayed call %d failed", call)
+            self._send((f.END, call, f"the store process failed the call: {exc}"))
+            return
+        self._send((f.REPLY, call, response.SerializeToString()))
+
+    async def _streaming(self, call: int, responses: AsyncIterator[Any]) -> None:
+        error = None
+        try:
+            async for response in responses:
+                self._send((f.MESSAGE, call, response.SerializeToString()))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("relayed stream %d failed", call)
+            error = f"the store process failed the call: {exc}"
+        self._send((f.END, call, error))
+
+    # -- the end -----------------------------------------------------------------------
+
+    def lose(self, why: str) -> None:
+        """The front is gone (or broken): cancel what it asked for, forget it."""
+        if self._gone:
+            return
+        self._gone = True
+        for task in list(self._calls.values()):
+            task.cancel()
+        self._calls.clear()
+        self._streams.clear()
+        if self.channel is not None and not self.channel.lost:
+            self.channel.close()
+        self._on_lost_cb(self, why)
