@@ -94,7 +94,13 @@ class FrontConnection:
         observe: Callable[[str, int, float], None] | None,
     ) -> None:
         self._handlers = [getattr(servicers[m.service], m.name) for m in f.METHODS]
+        # SendMessage calls of one loop turn go to the servicer together (SendMessages):
+        # one append and one wait for all of them instead of one each.
+        self._send_index = f.METHOD_INDEX[(f.MESSAGING_SERVICE.full_name, "SendMessage")]
+        self._send_many = getattr(servicers[f.MESSAGING_SERVICE.full_name], "SendMessages", None)
+        self._sends: list[tuple[int, Any, RelayedContext]] = []
         self._calls: dict[int, asyncio.Task[None]] = {}
+        self._batched: dict[int, asyncio.Task[None]] = {}  # SendMessage calls in a batch
         self._streams: dict[int, _ClientStream] = {}
         self._on_hello = on_hello
         self._on_lost_cb = on_lost
@@ -109,7 +115,7 @@ class FrontConnection:
 
     @property
     def in_progress(self) -> int:
-        return len(self._calls)
+        return len(self._calls) + len(self._batched) + len(self._sends)
 
     # -- frames in --------------------------------------------------------------------
 
@@ -157,6 +163,11 @@ class FrontConnection:
         except Exception as exc:  # the front decoded it: a broken front, not a client
             self._send((f.END, call, f"the store process could not decode the request: {exc}"))
             return
+        if index == self._send_index and self._send_many is not None:
+            if not self._sends:
+                self._loop.call_soon(self._flush_sends)
+            self._sends.append((call, request, context))
+            return
         if method.kind == f.UNARY:
             coro = self._unary(call, handler, request, context)
         elif method.kind == f.SERVER_STREAM:
@@ -167,6 +178,33 @@ class FrontConnection:
         task = self._loop.create_task(coro)
         self._calls[call] = task
         task.add_done_callback(functools.partial(self._done, call))
+
+    def _flush_sends(self) -> None:
+        sends, self._sends = self._sends, []
+        if not sends or self._gone:
+            return
+        task = self._loop.create_task(self._send_batch(sends))
+        for call, _, _ in sends:  # a CANCEL of one leaves the others' batch alone
+            self._batched[call] = task
+        task.add_done_callback(functools.partial(self._batch_done, [c for c, _, _ in sends]))
+
+    async def _send_batch(self, sends: list[tuple[int, Any, RelayedContext]]) -> None:
+        assert self._send_many is not None
+        try:
+            responses = await self._send_many([(r, c) for _, r, c in sends])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("relayed sends failed")
+            for call, _, _ in sends:
+                self._send((f.END, call, f"the store process failed the call: {exc}"))
+            return
+        for (call, _, _), response in zip(sends, responses, strict=True):
+            self._send((f.REPLY, call, response.SerializeToString()))
+
+    def _batch_done(self, calls: list[int], _task: object = None) -> None:
+        for call in calls:
+            self._batched.pop(call, None)
 
     def _done(self, call: int, _task: object = None) -> None:
         self._calls.pop(call, None)
@@ -208,9 +246,11 @@ class FrontConnection:
         if self._gone:
             return
         self._gone = True
-        for task in list(self._calls.values()):
+        for task in [*self._calls.values(), *self._batched.values()]:
             task.cancel()
         self._calls.clear()
+        self._batched.clear()
+        self._sends.clear()
         self._streams.clear()
         if self.channel is not None and not self.channel.lost:
             self.channel.close()

@@ -119,16 +119,33 @@ class SendService:
 
     async def send(self, messages: list[pb.Message], client_id: str) -> list[SendOutcome]:
         """Store ``messages`` (one batch per request); one outcome per message."""
+        return await self._send([(m, client_id) for m in messages])
+
+    async def send_requests(
+        self, requests: Sequence[tuple[Sequence[pb.Message], str]]
+    ) -> list[list[SendOutcome]]:
+        """Several requests' messages (each with its client id) stored as one batch —
+        one append, one flush or replication wait — and their outcomes per request.
+        A front process hands the store process many one-message requests at once:
+        what each request would pay alone (a task, an append, a wait) is paid once."""
+        outcomes = await self._send([(m, client) for batch, client in requests for m in batch])
+        out, at = [], 0
+        for batch, _ in requests:
+            out.append(outcomes[at : at + len(batch)])
+            at += len(batch)
+        return out
+
+    async def _send(self, messages: list[tuple[pb.Message, str]]) -> list[SendOutcome]:
         refusal = self.write_refusal
         if refusal is not None:
             return [
                 SendOutcome(Code.FORBIDDEN, refusal, m.system_properties.message_id)
-                for m in messages
+                for m, _ in messages
             ]
         prepared: list[_Prepared | SendOutcome] = []
         good: list[_Prepared] = []
         recent = self.recent
-        for msg in messages:
+        for msg, client_id in messages:
             try:
                 item = self._prepare(msg, client_id)
             except MessagingError as exc:
