@@ -41,6 +41,7 @@ GROUPS = [
     {"name": "g-later"},
     {"name": "g-txn"},
     {"name": "g-dlq", "maxDeliveryAttempts": 2},
+    {"name": "g-dlq-reader"},
     {"name": "g-tag"},
     {"name": "g-sql"},
     {"name": "g-survivor"},

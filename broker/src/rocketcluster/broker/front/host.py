@@ -81,6 +81,9 @@ class FrontStats:
     connections: int = 0
     refusals: dict[str, int] = field(default_factory=dict)
     hello_at: float = 0.0
+    calls: int = 0  # relayed calls run here
+    sends: int = 0  # of them SendMessage calls, stored in
+    send_batches: int = 0  # this many batches
 
 
 class FrontConnection:
@@ -155,6 +158,7 @@ class FrontConnection:
 
     def _begin(self, frame: tuple[Any, ...]) -> None:
         _, call, index, remaining, peer, metadata, payload = frame
+        self.stats.calls += 1
         method = f.METHODS[index]
         context = RelayedContext(metadata, peer, remaining)
         handler = self._handlers[index]
@@ -183,6 +187,8 @@ class FrontConnection:
         sends, self._sends = self._sends, []
         if not sends or self._gone:
             return
+        self.stats.sends += len(sends)
+        self.stats.send_batches += 1
         task = self._loop.create_task(self._send_batch(sends))
         for call, _, _ in sends:  # a CANCEL of one leaves the others' batch alone
             self._batched[call] = task

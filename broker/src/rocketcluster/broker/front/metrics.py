@@ -88,6 +88,12 @@ def register_front_metrics(metrics: BrokerMetrics, fronts: FrontSupervisor) -> N
         ],
     )
     metrics.counter(
+        "rocketcluster_front_relayed",
+        "Calls the front processes handed to the store process (what: calls; sends, the "
+        "SendMessage calls among them; send_batches, the appends those were stored in)",
+        lambda: [({"what": k}, float(v)) for k, v in sorted(fronts.relayed().items())],
+    )
+    metrics.counter(
         "rocketcluster_front_restarts",
         "Front processes started again after one exited",
         lambda: [({}, float(fronts.restarts))],

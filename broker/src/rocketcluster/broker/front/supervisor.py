@@ -68,6 +68,7 @@ class FrontSupervisor:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._past_refusals: dict[str, int] = {}  # of fronts that exited since
+        self._past_relayed: dict[str, int] = {"calls": 0, "sends": 0, "send_batches": 0}
         self._down_since: float | None = time.monotonic()  # none serving since
 
     async def start(self) -> None:
@@ -120,6 +121,21 @@ class FrontSupervisor:
     def connections(self) -> int:
         """Client connections with calls in progress, over the serving fronts."""
         return sum(s.connection.stats.connections for s in self.slots if s.connection)
+
+    def relayed(self) -> dict[str, int]:
+        """Calls the fronts relayed here, SendMessage calls and the batches they were
+        stored in (sends / batches: how much one append carried), since the start."""
+        total = dict(self._past_relayed)
+        for slot in self.slots:
+            if slot.connection is not None:
+                stats = slot.connection.stats
+                for key, value in (
+                    ("calls", stats.calls),
+                    ("sends", stats.sends),
+                    ("send_batches", stats.send_batches),
+                ):
+                    total[key] = total.get(key, 0) + value
+        return total
 
     def refusals(self) -> dict[str, int]:
         """Calls refused by each client limit since the broker started."""
@@ -211,6 +227,10 @@ class FrontSupervisor:
                 slot.connection = None
                 for limit, count in connection.stats.refusals.items():
                     self._past_refusals[limit] = self._past_refusals.get(limit, 0) + count
+                stats = connection.stats
+                self._past_relayed["calls"] += stats.calls
+                self._past_relayed["sends"] += stats.sends
+                self._past_relayed["send_batches"] += stats.send_batches
             process = slot.process
             if process is not None and process.returncode is None and not self._stopping:
                 # A front whose channel broke serves nothing: end it, _keep restarts it.

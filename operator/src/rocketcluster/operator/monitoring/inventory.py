@@ -92,6 +92,8 @@ BROKER_METRICS: Final = (
     "rocketmq_storage_retention_deleted_bytes_total",
     "rocketmq_client_connections",
     "rocketmq_client_limit_refusals_total",
+    "rocketcluster_process_cpu_seconds_total",
+    "rocketcluster_process_resident_bytes",
 )
 # Exported only by brokers with spec.tieredStorage enabled (broker/tiered/metrics.py).
 TIERED_METRICS: Final = (

@@ -193,6 +193,49 @@ def overview() -> dict[str, Any]:
         )
         .add(
             graph(
+                "CPU by broker",
+                "Cores each broker uses: its store process and its front processes "
+                "together (frontProcesses), as a pod's CPU limit counts them.",
+                "short",
+                Q(
+                    "sum by (node_id) (rate("
+                    f"{v('rocketcluster_process_cpu_seconds_total', *c)}[{RATE}]))",
+                    "{{node_id}}",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "CPU by broker process",
+                "Cores of each process of each broker: store, front-0, front-1 …; a "
+                "front much hotter than the others holds most clients' connections.",
+                "short",
+                Q(
+                    "sum by (node_id, process) (rate("
+                    f"{v('rocketcluster_process_cpu_seconds_total', *c)}[{RATE}]))",
+                    "{{node_id}} {{process}}",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Memory by broker process",
+                "Resident memory of each process of each broker (store, front-0 …).",
+                "bytes",
+                Q(
+                    f"sum by (node_id, process) ({v('rocketcluster_process_resident_bytes', *c)})",
+                    "{{node_id}} {{process}}",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
                 "Disk free by broker",
                 "Free share of each broker's data volume.",
                 "percentunit",
