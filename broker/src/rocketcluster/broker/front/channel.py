@@ -3,29 +3,27 @@
 Frames going out are gathered for the rest of the loop turn and written in one call:
 a front with many clients sends many CALLs per turn, a store process many REPLYs, and a
 write per frame would cost a system call each. Frames coming in are handed to the
-owner's ``on_frame`` in arrival order; a broken stream or a closed peer ends in
-``on_lost`` once.
+owner's ``on_frames`` in arrival order, all that one read brought at once (so the
+owner can act on them together: the store process stores the SendMessage calls of one
+read as one batch); a broken stream or a closed peer ends in ``on_lost`` once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 from collections.abc import Callable
 from typing import Any
 
 from rocketcluster.broker.front.frames import FrameDecoder, FrameError, encode
 
-log = logging.getLogger(__name__)
-
-OnFrame = Callable[[tuple[Any, ...]], None]
+OnFrames = Callable[[list[tuple[Any, ...]]], None]
 OnLost = Callable[[str], None]
 
 
 class Channel(asyncio.Protocol):
-    def __init__(self, on_frame: OnFrame, on_lost: OnLost) -> None:
-        self._on_frame = on_frame
+    def __init__(self, on_frames: OnFrames, on_lost: OnLost) -> None:
+        self._on_frames = on_frames
         self._on_lost = on_lost
         self._decoder = FrameDecoder()
         self._transport: asyncio.Transport | None = None
@@ -35,10 +33,10 @@ class Channel(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
 
     @classmethod
-    async def open(cls, sock: socket.socket, on_frame: OnFrame, on_lost: OnLost) -> Channel:
+    async def open(cls, sock: socket.socket, on_frames: OnFrames, on_lost: OnLost) -> Channel:
         """The channel over ``sock`` (one end of a connected socket pair)."""
         loop = asyncio.get_running_loop()
-        _, channel = await loop.create_unix_connection(lambda: cls(on_frame, on_lost), sock=sock)
+        _, channel = await loop.create_unix_connection(lambda: cls(on_frames, on_lost), sock=sock)
         return channel
 
     # -- asyncio.Protocol ------------------------------------------------------------
@@ -52,12 +50,8 @@ class Channel(asyncio.Protocol):
         except FrameError as exc:
             self._lose(f"broken channel: {exc}")
             return
-        on_frame = self._on_frame
-        for frame in frames:
-            try:
-                on_frame(frame)
-            except Exception:  # one bad frame must not take the channel down
-                log.exception("front channel: frame %r failed", frame[:2])
+        if frames:
+            self._on_frames(frames)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lose(f"the peer closed the channel ({exc})" if exc else "the peer closed the channel")

@@ -122,6 +122,16 @@ class FrontConnection:
 
     # -- frames in --------------------------------------------------------------------
 
+    def on_frames(self, frames: list[tuple[Any, ...]]) -> None:
+        """The frames of one read; the SendMessage calls among them stored together."""
+        for frame in frames:
+            try:
+                self.on_frame(frame)
+            except Exception:  # one bad frame must not take the channel down
+                log.exception("front channel: frame %r failed", frame[:2])
+        if self._sends:
+            self._flush_sends()
+
     def on_frame(self, frame: tuple[Any, ...]) -> None:
         kind = frame[0]
         if kind == f.CALL:
@@ -168,9 +178,7 @@ class FrontConnection:
             self._send((f.END, call, f"the store process could not decode the request: {exc}"))
             return
         if index == self._send_index and self._send_many is not None:
-            if not self._sends:
-                self._loop.call_soon(self._flush_sends)
-            self._sends.append((call, request, context))
+            self._sends.append((call, request, context))  # on_frames stores them
             return
         if method.kind == f.UNARY:
             coro = self._unary(call, handler, request, context)

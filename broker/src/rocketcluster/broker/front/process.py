@@ -46,12 +46,13 @@ class FrontProcess:
         self._refusals_sent: dict[str, int] = {}
         self._closing = False
 
-    def _on_frame(self, frame: tuple[Any, ...]) -> None:
-        if frame[0] == f.CONFIG:
-            if self._config is not None and not self._config.done():
-                self._config.set_result((frame[1], frame[2]))
-            return
-        self.link.on_frame(frame)
+    def _on_frames(self, frames: list[tuple[Any, ...]]) -> None:
+        for frame in frames:
+            if frame[0] == f.CONFIG:
+                if self._config is not None and not self._config.done():
+                    self._config.set_result((frame[1], frame[2]))
+                continue
+            self.link.on_frame(frame)
 
     def _on_lost(self, why: str) -> None:
         if self._closing:
@@ -69,7 +70,7 @@ class FrontProcess:
         loop = asyncio.get_running_loop()
         self._config = loop.create_future()
         sock = socket.socket(fileno=channel_fd)
-        channel = await Channel.open(sock, self._on_frame, self._on_lost)
+        channel = await Channel.open(sock, self._on_frames, self._on_lost)
         self.link.attach(channel)
         config_json, log_level = await self._config
         logging.getLogger().setLevel(log_level)

@@ -197,7 +197,7 @@ class FrontSupervisor:
         slot.process = process
         slot.starts += 1
         try:
-            channel = await Channel.open(ours, connection.on_frame, connection.lose)
+            channel = await Channel.open(ours, connection.on_frames, connection.lose)
             connection.attach(channel)
             channel.send((f.CONFIG, self._config_json, self._log_level))
             slot.last_exit = await process.wait()
