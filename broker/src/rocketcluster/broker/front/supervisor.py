@@ -31,6 +31,12 @@ START_TIMEOUT_S = 60.0  # a front imports grpc and the protocol: ~1 s, more when
 STOP_TIMEOUT_S = 10.0
 RESTART_PAUSE_S = (0.0, 0.5, 1.0, 2.0, 5.0)
 STEADY_S = 30.0  # a front that served this long starts its pause count again
+# The module each front runs. ``rocketctl bench cpu`` replaces it with a feeder that
+# speaks the same channel (ctl/bench/cpu/store_feed.py) to measure the store process
+# at the rate many fronts would feed it; whoever sets a broker's environment can
+# already run anything in it.
+FRONT_MODULE_ENV = "ROCKETCLUSTER_FRONT_MODULE"
+FRONT_MODULE = "rocketcluster.broker.front"
 
 
 class FrontSlot:
@@ -180,7 +186,7 @@ class FrontSupervisor:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "rocketcluster.broker.front",
+                os.environ.get(FRONT_MODULE_ENV, FRONT_MODULE),
                 "--channel-fd",
                 str(theirs.fileno()),
                 "--index",

@@ -23,15 +23,21 @@ are). Slaves run in pods of their own, clients elsewhere.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.ctl.bench.client_bench import GROUP, TOPIC
+from rocketcluster.broker.front.supervisor import FRONT_MODULE_ENV
+from rocketcluster.ctl.bench.client_bench import GROUP, OFFICIAL_INFLIGHT, TOPIC
 from rocketcluster.ctl.bench.cpu import roles
-from rocketcluster.ctl.bench.cpu.measure import run_case
+from rocketcluster.ctl.bench.cpu.measure import cpu_of, run_case
+from rocketcluster.ctl.bench.cpu.store_feed import FEED_DIR_ENV
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.testing import DISK_GUARDS_OFF
 from rocketcluster.ctl.workload import Cluster
@@ -115,6 +121,75 @@ def run_shape(
         runtime.down()
 
 
+FEED_MODULE = "rocketcluster.ctl.bench.cpu.store_feed"
+FEED_INFLIGHT = CLIENTS * OFFICIAL_INFLIGHT  # what the four official clients keep in flight
+FEED_WAIT_S = 120.0
+
+
+@contextlib.contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _wait_file(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the store feeder wrote no {path.name} in {timeout:.0f} s")
+        time.sleep(0.01)
+
+
+def run_fed(
+    shape: str,
+    work_dir: Path,
+    seconds: float,
+    warmup: float,
+    say: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """The store process of ``shape``'s master fed by ``store_feed`` in place of its one
+    front: its CPU per official message when fronts keep it busy (and the slaves')."""
+    directory = work_dir / f"fed-{shape}"
+    shutil.rmtree(directory, ignore_errors=True)
+    feed_dir = directory / "feed"
+    feed_dir.mkdir(parents=True)
+    runtime = LocalRuntime(directory)
+    say(f"  {shape}: the store process fed by {FEED_INFLIGHT} calls in flight")
+    with _environment(**{FRONT_MODULE_ENV: FEED_MODULE, FEED_DIR_ENV: str(feed_dir)}):
+        state = runtime.up(
+            shape_cluster(shape, 1), overrides={"segment_size": 16 << 20, **DISK_GUARDS_OFF}
+        )
+    try:
+        cluster = Cluster(runtime, state)
+        if shape != "standalone":
+            cluster.master()
+            cluster.wait_in_sync(3)
+        pids = roles.role_pids(cluster)
+        master = pids["master"]
+        spec = {"topic": TOPIC, "seconds": seconds, "warmup": warmup, "inflight": FEED_INFLIGHT}
+        (feed_dir / str(master)).write_text(json.dumps(spec))
+        _wait_file(feed_dir / f"{master}.measuring", FEED_WAIT_S)
+        before = cpu_of(pids)
+        _wait_file(feed_dir / f"{master}.result", FEED_WAIT_S + seconds)
+        after = cpu_of(pids)
+        result: dict[str, Any] = json.loads((feed_dir / f"{master}.result").read_text())
+        messages = max(1, int(result["messages"]))
+        result["cpu_us_per_msg"] = {
+            r: (after[r] - before[r]) * 1e6 / messages for r in before if r in after
+        }
+        return result
+    finally:
+        runtime.down()
+
+
 def broker_us(case: dict[str, Any], broker: str = "master") -> tuple[float, float]:
     """(store process µs, all its fronts' µs) per message of ``broker``."""
     us = case["cpu_us_per_msg"]
@@ -131,9 +206,12 @@ def projected_rate(store_us: float, fronts_us: float, cores: int) -> float:
     return min(1e6 / store_us, max(0, cores - 1) * 1e6 / fronts_us)
 
 
-def projection(cases: dict[str, Any]) -> dict[str, Any]:
+def projection(cases: dict[str, Any], fed: dict[str, Any] | None = None) -> dict[str, Any]:
     """For each shape and load: the per-role figures of the largest front count
-    measured, the single process beside it, and the rate each projects on 2-16 cores."""
+    measured, the single process beside it, and the rate each projects on 2-16 cores;
+    for produce also with the store process's cost when fed at full rate (``fed``),
+    which is what it costs in a pod whose fronts keep it busy."""
+    fed = fed or {}
     out: dict[str, Any] = {}
     for shape in SHAPES:
         for load in ("official_produce", "official_consume"):
@@ -156,6 +234,13 @@ def projection(cases: dict[str, Any]) -> dict[str, Any]:
                 },
                 "single_process_msgs_per_s": projected_rate(single_us, 0.0, 1),
             }
+            busy = fed.get(shape)
+            if load == "official_produce" and busy:
+                busy_us = float(busy["store_us_per_msg"])
+                out[f"{shape}_{load}"]["store_process_us_per_msg_fed"] = busy_us
+                out[f"{shape}_{load}"]["msgs_per_s_by_cores_fed"] = {
+                    str(c): projected_rate(busy_us, fronts_us, c) for c in PROJECTED_CORES
+                }
     return out
 
 
@@ -163,9 +248,16 @@ def run_fronts(
     work_dir: Path, seconds: float, warmup: float, say: Callable[[str], None] = lambda _: None
 ) -> dict[str, Any]:
     cases: dict[str, Any] = {}
+    fed: dict[str, Any] = {}
     for shape in SHAPES:
         for fronts in FRONT_COUNTS:
             cases[f"{shape}_fronts{fronts}"] = run_shape(
                 shape, fronts, work_dir, seconds, warmup, say
             )
-    return {"clients": CLIENTS, "cases": cases, "projection": projection(cases)}
+        fed[shape] = run_fed(shape, work_dir, seconds, warmup, say)
+    return {
+        "clients": CLIENTS,
+        "cases": cases,
+        "store_fed": fed,
+        "projection": projection(cases, fed),
+    }

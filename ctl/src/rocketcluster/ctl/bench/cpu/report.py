@@ -152,19 +152,46 @@ def front_lines(result: dict[str, Any]) -> list[str]:
         "(µs per message; store = the store process)",
         format_table(rows, columns),
     ]
-    empty = result.get("ceilings", {}).get("empty_handler_official_produce", {})
-    empty_us = empty.get("cpu_us_per_msg", {}).get("server")
+    for shape, fed in fronts.get("store_fed", {}).items():
+        slaves = [v for r, v in fed["cpu_us_per_msg"].items() if r.startswith("slave-")]
+        out.append(
+            f"{shape}: the store process fed by {fed['inflight']} calls in flight: "
+            f"{fed['msgs_per_s']:,.0f} msgs/s, {fed['store_us_per_msg']:.0f} µs/msg "
+            f"({fed['store_cores']:.2f} cores)"
+            + (f", slaves {' / '.join(f'{v:.0f}' for v in slaves)} µs/msg" if slaves else "")
+        )
     for name, p in fronts["projection"].items():
         rates = ", ".join(f"{c} cores {r:,.0f}/s" for c, r in p["msgs_per_s_by_cores"].items())
         out.append(
-            f"{name}: store {p['store_process_us_per_msg']:.0f} µs/msg "
-            f"(goal <= {FRONT_GOALS['store_us']:.0f}; single process "
-            f"{p['single_process_us_per_msg']:.0f}), fronts {p['fronts_us_per_msg']:.0f} µs/msg; "
-            f"projected {rates}"
+            f"{name}: store {p['store_process_us_per_msg']:.0f} µs/msg at this load "
+            f"(single process {p['single_process_us_per_msg']:.0f}), fronts "
+            f"{p['fronts_us_per_msg']:.0f} µs/msg; projected {rates}"
         )
+        if "msgs_per_s_by_cores_fed" in p:
+            fed_rates = ", ".join(
+                f"{c} cores {r:,.0f}/s" for c, r in p["msgs_per_s_by_cores_fed"].items()
+            )
+            out.append(
+                f"  with the store process busy ({p['store_process_us_per_msg_fed']:.0f} µs/msg, "
+                f"goal <= {FRONT_GOALS['store_us']:.0f}): {fed_rates}"
+            )
+    empty = result.get("ceilings", {}).get("empty_handler_official_produce", {})
+    empty_us = empty.get("cpu_us_per_msg", {}).get("server")
     if empty_us:
+        worst = max(
+            (p["fronts_us_per_msg"] for n, p in fronts["projection"].items() if "produce" in n),
+            default=0.0,
+        )
         out.append(
-            f"empty grpc.aio handler under the official producer: {empty_us:.0f} µs/call "
-            f"(a front's goal: <= {FRONT_GOALS['front_over_empty_handler'] * empty_us:.0f})"
+            f"a front per official send: up to {worst:.0f} µs against the empty grpc.aio "
+            f"handler's {empty_us:.0f} ({worst / empty_us:.2f}x, goal <= "
+            f"{FRONT_GOALS['front_over_empty_handler']:.1f}x)"
+        )
+    sync3 = fronts["projection"].get("sync3_official_produce", {})
+    eight = sync3.get("msgs_per_s_by_cores_fed", sync3.get("msgs_per_s_by_cores", {})).get("8")
+    if eight is not None:
+        out.append(
+            f"official produce, sync 2-of-3, 8-core pod: {eight:,.0f} msgs/s projected "
+            f"(goal >= {FRONT_GOALS['sync3_8_cores']:,.0f})"
         )
     return out
