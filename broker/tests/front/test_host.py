@@ -155,14 +155,21 @@ def test_a_lost_front_cancels_what_it_asked_for() -> None:
     asyncio.run(run())
 
 
-def test_an_undecodable_request_ends_the_call_with_why() -> None:
+def test_request_bytes_that_do_not_decode_are_answered_bad_request() -> None:
+    """A front that reads no field (no auth) passes the client's bytes on: the store
+    process answers them as a single process's admission does."""
+
     async def run() -> None:
         _servicer, _host, front, _ = await _pair()
         assert front.channel is not None
         front.channel.send((f.CALL, 3, ROUTE, 5.0, "p", METADATA, b"\xff\xff\xff"))
-        await front.wait_for(1)
-        kind, call, error = front.got[0]
-        assert (kind, call) == (f.END, 3) and "could not decode" in error
+        front.channel.send((f.CALL, 4, RECEIVE, 5.0, "p", METADATA, b"\xff\xff\xff"))
+        await front.wait_for(3)
+        by_call = {(frame[0], frame[1]): frame[2] for frame in front.got}
+        answer = spb.QueryRouteResponse.FromString(by_call[(f.REPLY, 3)])
+        assert answer.status.code == 40000 and "could not be decoded" in answer.status.message
+        streamed = spb.ReceiveMessageResponse.FromString(by_call[(f.MESSAGE, 4)])
+        assert streamed.status.code == 40000 and by_call[(f.END, 4)] is None
 
     asyncio.run(run())
 

@@ -28,13 +28,13 @@ TOPIC = "orders"
 GROUP = "billing"
 
 
-def secure_cluster() -> RocketCluster:
+def secure_cluster(front_processes: int = 0) -> RocketCluster:
     return RocketCluster.model_validate(
         {
             "metadata": {"name": "locked"},
             "spec": {
                 "controller": {"replicas": 0},
-                "brokers": {"groups": 1, "replicas": 1},
+                "brokers": {"groups": 1, "replicas": 1, "frontProcesses": front_processes},
                 "topics": [{"name": TOPIC, "queues": 2}],
                 "consumerGroups": [{"name": GROUP}],
                 "security": {"tls": {"enabled": True}, "auth": {"enabled": True}},
@@ -53,9 +53,13 @@ def secure_cluster() -> RocketCluster:
     )
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
-    with local_broker(secure_cluster(), tmp_path_factory.mktemp("tls-auth")) as handle:
+# TLS and the signature check happen in the front processes when a broker has them.
+@pytest.fixture(scope="module", params=[0, 2], ids=["single-process", "two-fronts"])
+def broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalBroker]:
+    cluster = secure_cluster(request.param)
+    with local_broker(cluster, tmp_path_factory.mktemp("tls-auth")) as handle:
         yield handle
 
 

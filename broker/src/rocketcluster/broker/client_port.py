@@ -49,16 +49,21 @@ def add_services(
     consume: Any,
     observe: Observe | None,
     *,
-    raw_replies: bool = False,
+    relay: bool = False,
 ) -> None:
     """MessagingService (``messaging``) and ConsumeService (``consume``) on ``server``,
-    admission first, then auth when it is on (one users source for both)."""
+    admission first, then auth when it is on (one users source for both). ``relay``: a
+    front process's servicers, which answer with bytes and, when no auth check needs
+    the requests' fields, take them as bytes too (the store process decodes them)."""
     users = users_source(cfg.auth) if cfg.auth.enabled else None
     guarded = guard_servicer(messaging, cfg.auth, observe, users=users)
+    raw = relay and not cfg.auth.enabled
     server.add_generic_rpc_handlers(
         (
-            admission.handler(guarded, raw_replies=raw_replies),
-            guarded_consume_handler(consume, cfg.auth, admission, observe, users, raw_replies),
+            admission.handler(guarded, raw_replies=relay, raw_requests=raw),
+            guarded_consume_handler(
+                consume, cfg.auth, admission, observe, users, raw_replies=relay, raw_requests=raw
+            ),
         )
     )
 

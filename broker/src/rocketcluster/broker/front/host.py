@@ -21,8 +21,17 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf.message import DecodeError
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
+from rocketcluster.api.generated import consume_pb2 as cpb
 from rocketcluster.broker.front import frames as f
 from rocketcluster.broker.front.channel import Channel
+from rocketcluster.broker.messaging.admission import (
+    Undecodable,
+    reply_with_status,
+    undecodable_status,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +60,23 @@ class RelayedContext:
         return max(0.0, self._deadline - time.monotonic())
 
 
+def _undecodable(method: f.Method, error: str) -> bytes:
+    """The answer to request bytes that do not decode, as a single-process broker's
+    admission gives it (a front that reads no field of a request passes them on)."""
+    status_type = cpb.Status if method.service == f.CONSUME_SERVICE.full_name else pb.Status
+    status = undecodable_status(method.name, Undecodable(error))
+    answer: bytes = reply_with_status(method.response_type, status_type, status).SerializeToString()
+    return answer
+
+
 class _ClientStream:
-    """A client-streaming call's messages, as the servicer's request iterator."""
+    """A client-streaming call's messages, as the servicer's request iterator; it ends
+    at the first that does not decode (``bad``: why)."""
 
     def __init__(self, decode: Callable[[bytes], Any]) -> None:
         self._decode = decode
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.bad: str | None = None
 
     def put(self, payload: Any) -> None:
         self._queue.put_nowait(payload)
@@ -69,7 +89,12 @@ class _ClientStream:
             payload = await self._queue.get()
             if payload is _CLOSED:
                 return
-            yield self._decode(payload)
+            try:
+                request = self._decode(payload)
+            except DecodeError as exc:
+                self.bad = str(exc)
+                return
+            yield request
 
 
 @dataclass
@@ -174,8 +199,12 @@ class FrontConnection:
         handler = self._handlers[index]
         try:
             request = None if method.kind == f.BIDI else method.request_type.FromString(payload)
-        except Exception as exc:  # the front decoded it: a broken front, not a client
-            self._send((f.END, call, f"the store process could not decode the request: {exc}"))
+        except DecodeError as exc:  # the client's bytes, passed on undecoded
+            if method.kind == f.UNARY:
+                self._send((f.REPLY, call, _undecodable(method, str(exc))))
+            else:
+                self._send((f.MESSAGE, call, _undecodable(method, str(exc))))
+                self._send((f.END, call, None))
             return
         if index == self._send_index and self._send_many is not None:
             self._sends.append((call, request, context))  # on_frames stores them
@@ -186,7 +215,7 @@ class FrontConnection:
             coro = self._streaming(call, handler(request, context))
         else:
             stream = self._streams[call] = _ClientStream(method.request_type.FromString)
-            coro = self._streaming(call, handler(stream, context))
+            coro = self._streaming(call, handler(stream, context), stream, method)
         task = self._loop.create_task(coro)
         self._calls[call] = task
         task.add_done_callback(functools.partial(self._done, call))
@@ -241,11 +270,20 @@ class FrontConnection:
             return
         self._send((f.REPLY, call, response.SerializeToString()))
 
-    async def _streaming(self, call: int, responses: AsyncIterator[Any]) -> None:
+    async def _streaming(
+        self,
+        call: int,
+        responses: AsyncIterator[Any],
+        requests: _ClientStream | None = None,
+        method: f.Method | None = None,
+    ) -> None:
         error = None
         try:
             async for response in responses:
                 self._send((f.MESSAGE, call, response.SerializeToString()))
+            if requests is not None and requests.bad is not None and method is not None:
+                # The stream ended at bytes that are not a command: say so.
+                self._send((f.MESSAGE, call, _undecodable(method, requests.bad)))
         except asyncio.CancelledError:
             raise
         except Exception as exc:

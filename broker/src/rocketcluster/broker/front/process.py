@@ -85,7 +85,7 @@ class FrontProcess:
             RelayServicer(self.link, f.MESSAGING_SERVICE.full_name),
             RelayServicer(self.link, f.CONSUME_SERVICE.full_name),
             self._observe,
-            raw_replies=True,
+            relay=True,
         )
         try:
             address = bind(server, cfg)

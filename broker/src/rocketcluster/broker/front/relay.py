@@ -4,9 +4,9 @@ the store process and answers with what comes back.
 ``RelayServicer`` has the methods of MessagingService and ConsumeService; the client
 port's admission and auth wrap it exactly as they wrap the real servicers in a
 single-process broker, so a refused call never crosses the channel. A relayed call
-carries the request's bytes (decoded once, by admission, then encoded again: a few
-microseconds in C, cheaper than keeping the wire bytes through grpc.aio), the call's
-metadata and peer, and its remaining deadline; the answer comes back as bytes that
+carries the request's bytes (as they came when no auth check reads them; decoded for
+the check and encoded again when one does), the call's metadata and peer, and its
+remaining deadline; the answer comes back as bytes that
 grpc.aio sends as they are (``admission.handler(raw_replies=True)``).
 """
 
@@ -87,7 +87,7 @@ class StoreLink:
 
     async def unary(self, index: int, request: Any, context: Any) -> bytes:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        call = self._begin(index, request.SerializeToString(), context)
+        call = self._begin(index, _encoded(request), context)
         self._replies[call] = future
         try:
             return await future
@@ -101,7 +101,7 @@ class StoreLink:
         self, index: int, request: Any, requests: AsyncIterator[Any] | None, context: Any
     ) -> AsyncIterator[bytes]:
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        payload = None if request is None else request.SerializeToString()
+        payload = None if request is None else _encoded(request)
         call = self._begin(index, payload, context)
         self._streams[call] = queue
         pump = None
@@ -129,10 +129,16 @@ class StoreLink:
         """The client's messages of a client-streaming call, on to the store process."""
         try:
             async for request in requests:
-                self.send((f.MESSAGE, call, request.SerializeToString()))
+                self.send((f.MESSAGE, call, _encoded(request)))
         except grpc.aio.AioRpcError:
             pass
         self.send((f.END, call, None))
+
+
+def _encoded(request: Any) -> bytes:
+    """A request's bytes: as they came (the front does not decode what no auth check
+    reads), or encoded again."""
+    return request if type(request) is bytes else request.SerializeToString()
 
 
 def _unary(link: StoreLink, index: int) -> Callable[[Any, Any], Awaitable[bytes]]:

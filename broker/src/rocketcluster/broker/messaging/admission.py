@@ -156,7 +156,7 @@ def _decrement(table: dict[str, int], key: str, amount: int) -> int:
     return max(left, 0)
 
 
-def _reply(response_type: Any, status_type: Any, refusal: pb.Status) -> Any:
+def reply_with_status(response_type: Any, status_type: Any, refusal: pb.Status) -> Any:
     if status_type is not pb.Status:  # another service's Status (code, message)
         refusal = status_type(code=refusal.code, message=refusal.message)
     return response_type(status=refusal)
@@ -190,7 +190,7 @@ def _passing_bytes(response_type: Any) -> Callable[[Any], bytes]:
     return encode
 
 
-def _undecodable(method: str, request: Undecodable) -> pb.Status:
+def undecodable_status(method: str, request: Undecodable) -> pb.Status:
     return status(
         Code.BAD_REQUEST,
         f"the {method} request could not be decoded ({request.error}): send a valid "
@@ -238,13 +238,18 @@ class ClientAdmission:
         messages: Any = spb,
         status_type: Any = pb.Status,
         raw_replies: bool = False,
+        raw_requests: bool = False,
     ) -> grpc.GenericRpcHandler:
         """MessagingService's handlers for ``servicer`` (the methods the generated
         ``add_MessagingServiceServicer_to_server`` would register), admission first.
         Another service on the client port (``service``, its messages module and its
         Status type; e.g. ConsumeService) is admitted by the same ledger.
         ``raw_replies``: the servicer answers with the response's bytes (a front
-        process's relay), sent as they are; refusals are still messages."""
+        process's relay), sent as they are; refusals are still messages.
+        ``raw_requests``: the servicer takes the request's bytes undecoded (a front
+        whose store process decodes them anyway: no auth check needs their fields);
+        their size is what the byte limits count, and bytes that do not decode are
+        answered by the store process as they are here."""
         if service is None:
             service = spb.DESCRIPTOR.services_by_name["MessagingService"]
         handlers: dict[str, grpc.RpcMethodHandler] = {}
@@ -252,9 +257,9 @@ class ClientAdmission:
             name = method.name
             request_type = getattr(messages, method.input_type.name)
             response_type = getattr(messages, method.output_type.name)
-            reply = functools.partial(_reply, response_type, status_type)
+            reply = functools.partial(reply_with_status, response_type, status_type)
             inner = getattr(servicer, name)
-            decode = _tolerant(request_type.FromString)
+            decode = None if raw_requests else _tolerant(request_type.FromString)
             encode = (
                 _passing_bytes(response_type) if raw_replies else response_type.SerializeToString
             )
@@ -291,10 +296,10 @@ class ClientAdmission:
 
         async def behavior(request: Any, context: Any) -> Any:
             if type(request) is Undecodable:
-                return reply(_undecodable(method, request))
+                return reply(undecodable_status(method, request))
             peer = context.peer()
             key = _client_of(context) or peer
-            size = request.ByteSize()
+            size = len(request) if type(request) is bytes else request.ByteSize()
             refusal = ledger.enter(peer, key, size)
             if refusal is not None:
                 return reply(self._refused(method, refusal))
@@ -312,11 +317,11 @@ class ClientAdmission:
 
         async def behavior(request: Any, context: Any) -> AsyncIterator[Any]:
             if type(request) is Undecodable:
-                yield reply(_undecodable(method, request))
+                yield reply(undecodable_status(method, request))
                 return
             peer = context.peer()
             key = _client_of(context) or peer
-            size = request.ByteSize()
+            size = len(request) if type(request) is bytes else request.ByteSize()
             refusal = ledger.enter(peer, key, size)
             if refusal is not None:
                 yield reply(self._refused(method, refusal))
@@ -346,7 +351,7 @@ class ClientAdmission:
                 async for response in inner(_until_undecodable(requests, bad), context):
                     yield response
                 if bad:  # the stream ended at bytes that are not a command: say so
-                    yield reply(_undecodable(method, bad[0]))
+                    yield reply(undecodable_status(method, bad[0]))
             finally:
                 ledger.leave(peer, key, 0)
 

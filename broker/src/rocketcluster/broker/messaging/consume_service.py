@@ -291,9 +291,17 @@ def guarded_consume_handler(
     observe: Observe | None = None,
     users: WatchedFile[Authenticator] | None = None,
     raw_replies: bool = False,
+    raw_requests: bool = False,
 ) -> grpc.GenericRpcHandler:
     """ConsumeService's handlers for ``servicer`` (ours, or a front process's relay:
-    ``raw_replies``), behind auth and admission."""
+    ``raw_replies``, ``raw_requests``), behind auth and admission."""
     guarded = guard_servicer(servicer, auth, observe, CHECKS, _refusal, users)
     descriptor = cpb.DESCRIPTOR.services_by_name["ConsumeService"]
-    return admission.handler(guarded, descriptor, cpb, cpb.Status, raw_replies=raw_replies)
+    return admission.handler(
+        guarded,
+        descriptor,
+        cpb,
+        cpb.Status,
+        raw_replies=raw_replies,
+        raw_requests=raw_requests,
+    )
