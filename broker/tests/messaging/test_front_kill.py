@@ -10,12 +10,16 @@ everything, goes on."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import pytest
@@ -201,3 +205,34 @@ def test_fronts_stop_serving_at_once_when_the_store_process_dies(
         with pytest.raises(OSError):
             socket.create_connection((host, int(port)), timeout=2).close()
     print(f"\nfronts gone {gone_after:.2f} s after the store process was killed")
+
+
+@pytest.mark.parametrize("fronts", [0, 2])
+def test_a_client_port_in_use_fails_the_start_naming_it(fronts: int, tmp_path: Path) -> None:
+    """Another program on the client port: the broker (its fronts, when it has them)
+    cannot listen, and the start fails with the port in the message and exit status 1."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        config = {
+            "cluster": "taken",
+            "group": "taken-0",
+            "dataDir": str(tmp_path / "data"),
+            "bindHost": "127.0.0.1",
+            "clientPort": port,
+            "adminPort": 0,
+            "frontProcesses": fronts,
+        }
+        path = tmp_path / "broker.json"
+        path.write_text(json.dumps(config))
+        done = subprocess.run(
+            [sys.executable, "-m", "rocketcluster.broker.main", "--config", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 1, done.stderr[-2000:]
+    last = [line for line in done.stderr.splitlines() if "CRITICAL" in line][-1]
+    assert f"127.0.0.1:{port}" in last or f"port {port}" in last, last

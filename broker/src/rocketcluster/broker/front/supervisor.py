@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 60.0  # a front imports grpc and the protocol: ~1 s, more when loaded
 STOP_TIMEOUT_S = 10.0
+LOST_GRACE_S = 1.0  # a front whose channel closed has this long to exit by itself
 RESTART_PAUSE_S = (0.0, 0.5, 1.0, 2.0, 5.0)
 STEADY_S = 30.0  # a front that served this long starts its pause count again
 # The module each front runs. ``rocketctl bench cpu`` replaces it with a feeder that
@@ -239,12 +240,20 @@ class FrontSupervisor:
                 self._past_relayed["send_batches"] += stats.send_batches
             process = slot.process
             if process is not None and process.returncode is None and not self._stopping:
-                # A front whose channel broke serves nothing: end it, _keep restarts it.
-                log.warning("front %d lost its channel (%s); ending it", slot.index, why)
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
+                # A front whose channel broke serves nothing: end it (unless it is
+                # exiting on its own, as a front that cannot bind does, so that its
+                # exit status is what the log says), and _keep starts it again.
+                asyncio.get_running_loop().call_later(
+                    LOST_GRACE_S, self._end, slot.index, process, why
+                )
 
         return lost
+
+    def _end(self, index: int, process: asyncio.subprocess.Process, why: str) -> None:
+        if process.returncode is None:
+            log.warning("front %d lost its channel (%s); ending it", index, why)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
 
     async def stop(self) -> None:
         """SIGTERM every front (each answers its calls in progress, relayed here while
