@@ -17,6 +17,7 @@ from rocketcluster.broker.front.host import FrontConnection
 
 SEND = f.METHOD_INDEX[(f.MESSAGING_SERVICE.full_name, "SendMessage")]
 ROUTE = f.METHOD_INDEX[(f.MESSAGING_SERVICE.full_name, "QueryRoute")]
+ACK = f.METHOD_INDEX[(f.MESSAGING_SERVICE.full_name, "AckMessage")]
 RECEIVE = f.METHOD_INDEX[(f.MESSAGING_SERVICE.full_name, "ReceiveMessage")]
 METADATA = (("x-mq-client-id", "c1"),)
 
@@ -27,6 +28,7 @@ class Servicer:
 
     def __init__(self) -> None:
         self.batches: list[int] = []
+        self.acks: list[int] = []
         self.release = asyncio.Event()
         self.cancelled = 0
 
@@ -36,6 +38,13 @@ class Servicer:
             spb.SendMessageResponse(
                 status=pb.Status(code=20000, message=r.messages[0].topic.name),
             )
+            for r, _ in calls
+        ]
+
+    async def AckMessages(self, calls: list[tuple[Any, Any]]) -> list[Any]:
+        self.acks.append(len(calls))
+        return [
+            spb.AckMessageResponse(status=pb.Status(code=20000, message=r.group.name))
             for r, _ in calls
         ]
 
@@ -112,6 +121,24 @@ def test_sends_of_one_read_are_one_batch_each_answered() -> None:
             c: f"t{c}" for c in range(1, 6)
         }
         assert all(frame[0] == f.REPLY for frame in front.got)
+
+    asyncio.run(run())
+
+
+def test_acks_of_one_read_are_one_batch_beside_the_sends() -> None:
+    async def run() -> None:
+        servicer, host, front, _ = await _pair()
+        assert front.channel is not None
+        for call in range(1, 4):
+            ack = spb.AckMessageRequest(group=pb.Resource(name=f"g{call}"))
+            front.channel.send((f.CALL, call, ACK, 5.0, "p", METADATA, ack.SerializeToString()))
+        front.channel.send(_send(9, "t9"))
+        await front.wait_for(4)
+        assert servicer.acks == [3] and servicer.batches == [1]
+        answers = {frame[1]: frame[2] for frame in front.got}
+        assert spb.AckMessageResponse.FromString(answers[2]).status.message == "g2"
+        assert host.stats.batched == {"AckMessage": 3, "SendMessage": 1}
+        assert host.stats.batches == {"AckMessage": 1, "SendMessage": 1}
 
     asyncio.run(run())
 

@@ -36,6 +36,12 @@ from rocketcluster.broker.messaging.admission import (
 log = logging.getLogger(__name__)
 
 _CLOSED = object()
+# Unary methods whose calls of one read the servicer takes together, and its method
+# that does: (service, method) -> the servicer's batch method.
+BATCHED: dict[tuple[str, str], str] = {
+    (f.MESSAGING_SERVICE.full_name, "SendMessage"): "SendMessages",
+    (f.MESSAGING_SERVICE.full_name, "AckMessage"): "AckMessages",
+}
 
 
 class RelayedContext:
@@ -107,8 +113,10 @@ class FrontStats:
     refusals: dict[str, int] = field(default_factory=dict)
     hello_at: float = 0.0
     calls: int = 0  # relayed calls run here
-    sends: int = 0  # of them SendMessage calls, stored in
-    send_batches: int = 0  # this many batches
+    # Calls run in batches (see BATCHED), and the batches, by method: "calls" per
+    # batch is how much one append or one journal wait carried.
+    batched: dict[str, int] = field(default_factory=dict)
+    batches: dict[str, int] = field(default_factory=dict)
 
 
 class FrontConnection:
@@ -122,13 +130,16 @@ class FrontConnection:
         observe: Callable[[str, int, float], None] | None,
     ) -> None:
         self._handlers = [getattr(servicers[m.service], m.name) for m in f.METHODS]
-        # SendMessage calls of one loop turn go to the servicer together (SendMessages):
-        # one append and one wait for all of them instead of one each.
-        self._send_index = f.METHOD_INDEX[(f.MESSAGING_SERVICE.full_name, "SendMessage")]
-        self._send_many = getattr(servicers[f.MESSAGING_SERVICE.full_name], "SendMessages", None)
-        self._sends: list[tuple[int, Any, RelayedContext]] = []
+        # The calls of one read that the servicer takes together (BATCHED): one append,
+        # one journal wait for all of them instead of one each.
+        self._together: dict[int, tuple[str, Any]] = {}
+        for (service, name), many in BATCHED.items():
+            handler = getattr(servicers[service], many, None)
+            if handler is not None:
+                self._together[f.METHOD_INDEX[(service, name)]] = (name, handler)
+        self._waiting: dict[int, list[tuple[int, Any, RelayedContext]]] = {}
         self._calls: dict[int, asyncio.Task[None]] = {}
-        self._batched: dict[int, asyncio.Task[None]] = {}  # SendMessage calls in a batch
+        self._batched: dict[int, asyncio.Task[None]] = {}  # calls in a batch, by call id
         self._streams: dict[int, _ClientStream] = {}
         self._on_hello = on_hello
         self._on_lost_cb = on_lost
@@ -143,7 +154,8 @@ class FrontConnection:
 
     @property
     def in_progress(self) -> int:
-        return len(self._calls) + len(self._batched) + len(self._sends)
+        waiting = sum(len(calls) for calls in self._waiting.values())
+        return len(self._calls) + len(self._batched) + waiting
 
     # -- frames in --------------------------------------------------------------------
 
@@ -154,8 +166,10 @@ class FrontConnection:
                 self.on_frame(frame)
             except Exception:  # one bad frame must not take the channel down
                 log.exception("front channel: frame %r failed", frame[:2])
-        if self._sends:
-            self._flush_sends()
+        if self._waiting:
+            waiting, self._waiting = self._waiting, {}
+            for index, calls in waiting.items():
+                self._run_together(index, calls)
 
     def on_frame(self, frame: tuple[Any, ...]) -> None:
         kind = frame[0]
@@ -206,9 +220,9 @@ class FrontConnection:
                 self._send((f.MESSAGE, call, _undecodable(method, str(exc))))
                 self._send((f.END, call, None))
             return
-        if index == self._send_index and self._send_many is not None:
-            self._sends.append((call, request, context))  # on_frames stores them
-            return
+        if index in self._together:
+            self._waiting.setdefault(index, []).append((call, request, context))
+            return  # run with the others of this read (on_frames)
         if method.kind == f.UNARY:
             coro = self._unary(call, handler, request, context)
         elif method.kind == f.SERVER_STREAM:
@@ -220,29 +234,28 @@ class FrontConnection:
         self._calls[call] = task
         task.add_done_callback(functools.partial(self._done, call))
 
-    def _flush_sends(self) -> None:
-        sends, self._sends = self._sends, []
-        if not sends or self._gone:
+    def _run_together(self, index: int, calls: list[tuple[int, Any, RelayedContext]]) -> None:
+        if self._gone:
             return
-        self.stats.sends += len(sends)
-        self.stats.send_batches += 1
-        task = self._loop.create_task(self._send_batch(sends))
-        for call, _, _ in sends:  # a CANCEL of one leaves the others' batch alone
+        name, handler = self._together[index]
+        self.stats.batched[name] = self.stats.batched.get(name, 0) + len(calls)
+        self.stats.batches[name] = self.stats.batches.get(name, 0) + 1
+        task = self._loop.create_task(self._batch(handler, calls))
+        for call, _, _ in calls:  # a CANCEL of one leaves the others' batch alone
             self._batched[call] = task
-        task.add_done_callback(functools.partial(self._batch_done, [c for c, _, _ in sends]))
+        task.add_done_callback(functools.partial(self._batch_done, [c for c, _, _ in calls]))
 
-    async def _send_batch(self, sends: list[tuple[int, Any, RelayedContext]]) -> None:
-        assert self._send_many is not None
+    async def _batch(self, handler: Any, calls: list[tuple[int, Any, RelayedContext]]) -> None:
         try:
-            responses = await self._send_many([(r, c) for _, r, c in sends])
+            responses = await handler([(r, c) for _, r, c in calls])
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.exception("relayed sends failed")
-            for call, _, _ in sends:
+            log.exception("relayed calls failed")
+            for call, _, _ in calls:
                 self._send((f.END, call, f"the store process failed the call: {exc}"))
             return
-        for (call, _, _), response in zip(sends, responses, strict=True):
+        for (call, _, _), response in zip(calls, responses, strict=True):
             self._send((f.REPLY, call, response.SerializeToString()))
 
     def _batch_done(self, calls: list[int], _task: object = None) -> None:
@@ -302,7 +315,7 @@ class FrontConnection:
             task.cancel()
         self._calls.clear()
         self._batched.clear()
-        self._sends.clear()
+        self._waiting.clear()
         self._streams.clear()
         if self.channel is not None and not self.channel.lost:
             self.channel.close()

@@ -89,9 +89,9 @@ def register_front_metrics(metrics: BrokerMetrics, fronts: FrontSupervisor) -> N
     )
     metrics.counter(
         "rocketcluster_front_relayed",
-        "Calls the front processes handed to the store process (what: calls; sends, the "
-        "SendMessage calls among them; send_batches, the appends those were stored in)",
-        lambda: [({"what": k}, float(v)) for k, v in sorted(fronts.relayed().items())],
+        "Calls the front processes handed to the store process (what: calls; "
+        "batched_calls, those of an rpc run together; batches, how many runs they made)",
+        lambda: [(labels, float(v)) for labels, v in fronts.relayed()],
     )
     metrics.counter(
         "rocketcluster_front_restarts",

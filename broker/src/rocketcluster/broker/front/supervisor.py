@@ -40,6 +40,11 @@ FRONT_MODULE_ENV = "ROCKETCLUSTER_FRONT_MODULE"
 FRONT_MODULE = "rocketcluster.broker.front"
 
 
+def _add(into: dict[str, int], counts: dict[str, int]) -> None:
+    for key, value in counts.items():
+        into[key] = into.get(key, 0) + value
+
+
 class FrontSlot:
     """One front: its process now, its channel, how often it was started."""
 
@@ -75,7 +80,9 @@ class FrontSupervisor:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._past_refusals: dict[str, int] = {}  # of fronts that exited since
-        self._past_relayed: dict[str, int] = {"calls": 0, "sends": 0, "send_batches": 0}
+        self._past_relayed_calls = 0
+        self._past_batched: dict[str, int] = {}
+        self._past_batches: dict[str, int] = {}
         self._down_since: float | None = time.monotonic()  # none serving since
 
     async def start(self) -> None:
@@ -129,20 +136,23 @@ class FrontSupervisor:
         """Client connections with calls in progress, over the serving fronts."""
         return sum(s.connection.stats.connections for s in self.slots if s.connection)
 
-    def relayed(self) -> dict[str, int]:
-        """Calls the fronts relayed here, SendMessage calls and the batches they were
-        stored in (sends / batches: how much one append carried), since the start."""
-        total = dict(self._past_relayed)
+    def relayed(self) -> list[tuple[dict[str, str], int]]:
+        """Calls the fronts relayed here, since the start: all of them, and for the
+        methods run in batches the calls and the batches (calls / batches: how much one
+        append or journal wait carried)."""
+        calls = self._past_relayed_calls
+        batched, batches = dict(self._past_batched), dict(self._past_batches)
         for slot in self.slots:
             if slot.connection is not None:
                 stats = slot.connection.stats
-                for key, value in (
-                    ("calls", stats.calls),
-                    ("sends", stats.sends),
-                    ("send_batches", stats.send_batches),
-                ):
-                    total[key] = total.get(key, 0) + value
-        return total
+                calls += stats.calls
+                _add(batched, stats.batched)
+                _add(batches, stats.batches)
+        out: list[tuple[dict[str, str], int]] = [({"what": "calls"}, calls)]
+        for rpc in sorted(batched):
+            out.append(({"what": "batched_calls", "rpc": rpc}, batched[rpc]))
+            out.append(({"what": "batches", "rpc": rpc}, batches.get(rpc, 0)))
+        return out
 
     def refusals(self) -> dict[str, int]:
         """Calls refused by each client limit since the broker started."""
@@ -235,9 +245,9 @@ class FrontSupervisor:
                 for limit, count in connection.stats.refusals.items():
                     self._past_refusals[limit] = self._past_refusals.get(limit, 0) + count
                 stats = connection.stats
-                self._past_relayed["calls"] += stats.calls
-                self._past_relayed["sends"] += stats.sends
-                self._past_relayed["send_batches"] += stats.send_batches
+                self._past_relayed_calls += stats.calls
+                _add(self._past_batched, stats.batched)
+                _add(self._past_batches, stats.batches)
             process = slot.process
             if process is not None and process.returncode is None and not self._stopping:
                 # A front whose channel broke serves nothing: end it (unless it is

@@ -13,6 +13,7 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -148,6 +149,22 @@ def send_response(outcomes: list[SendOutcome]) -> spb.SendMessageResponse:
             status(Code.MULTIPLE_RESULTS, f"{failed} messages failed; see the entries")
         )
     return response
+
+
+@dataclass(slots=True)
+class _Acked:
+    """An AckMessage's entries acknowledged here, before the journal wait."""
+
+    response: spb.AckMessageResponse
+    failed: int = 0
+    foreign: dict[str, list[int]] = field(default_factory=dict)  # group -> entries
+
+    def unrecorded(self, error: MessagingError) -> None:
+        """The journal write failed: every entry acknowledged here failed with it."""
+        for result in self.response.entries:
+            if result.status.code == OK:
+                result.status.CopyFrom(error.to_status())
+                self.failed += 1
 
 
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
@@ -534,44 +551,95 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         self, request: spb.AckMessageRequest, context: Any
     ) -> spb.AckMessageResponse:
         async def handle(client_id: str) -> spb.AckMessageResponse:
-            group = self._rt.registry.require_group(request.group.name)
-            topic = topic_named(request.topic.name)
-            response = spb.AckMessageResponse()
-            add = response.entries.add
-            failed = 0
-            foreign: dict[str, list[int]] = {}  # group -> entries another group delivered
-            for i, entry in enumerate(request.entries):  # built in place: runs per message
-                handle_text = entry.receipt_handle
-                result = add(message_id=entry.message_id, receipt_handle=handle_text)
-                try:
-                    self._rt.pop.ack(group.name, topic, handle_text)
-                    result.status.code = OK
-                    result.status.message = "OK"
-                except ForeignReceipt as exc:
-                    foreign.setdefault(exc.group, []).append(i)
-                except MessagingError as exc:
-                    result.status.CopyFrom(exc.to_status())
-                    failed += 1
+            acked = self._ack_entries(request)
             try:  # one journal write (shared with concurrent acks) before the answer
                 await self._rt.pop.recorded("the acknowledgement")
             except MessagingError as exc:
-                for result in response.entries:
-                    if result.status.code == OK:
-                        result.status.CopyFrom(exc.to_status())
-                        failed += 1
-            for owner, indexes in foreign.items():
-                failed += await self._ack_elsewhere(owner, request, indexes, response, context)
-            if not failed:
-                response.status.CopyFrom(OK_STATUS)
-            elif len(response.entries) == 1:
-                response.status.CopyFrom(response.entries[0].status)
-            else:
-                response.status.CopyFrom(status(Code.MULTIPLE_RESULTS, f"{failed} entries failed"))
-            return response
+                acked.unrecorded(exc)
+            return await self._acked(request, acked, context)
 
         return await self._unary(
             "AckMessage", context, lambda s: spb.AckMessageResponse(status=s), handle, request
         )
+
+    async def AckMessages(
+        self, calls: list[tuple[spb.AckMessageRequest, Any]]
+    ) -> list[spb.AckMessageResponse]:
+        """Several AckMessage calls answered together (a front process's calls of one
+        read): every entry acknowledged, then one wait for the journal for all of them.
+        On a broker that forwards to its master they go one by one, as AckMessage."""
+        if self._rt.forward_to() is not None:
+            return list(await asyncio.gather(*(self.AckMessage(r, c) for r, c in calls)))
+        started = time.perf_counter()
+        answers: list[spb.AckMessageResponse | None] = [None] * len(calls)
+        pending: list[tuple[int, _Acked]] = []
+        for i, (request, context) in enumerate(calls):
+            try:
+                client_id_of(context)
+                pending.append((i, self._ack_entries(request)))
+            except MessagingError as exc:
+                answers[i] = spb.AckMessageResponse(status=exc.to_status())
+        if pending:
+            try:
+                await self._rt.pop.recorded("the acknowledgement")
+            except MessagingError as exc:
+                for _, acked in pending:
+                    acked.unrecorded(exc)
+        for i, acked in pending:
+            request, context = calls[i]
+            try:
+                answers[i] = await self._acked(request, acked, context)
+            except Exception as exc:
+                log.exception("AckMessage failed")
+                answers[i] = spb.AckMessageResponse(
+                    status=status(Code.INTERNAL_ERROR, f"AckMessage failed: {exc}")
+                )
+        observe = self._rt.metrics.observe_rpc
+        elapsed = time.perf_counter() - started
+        out = []
+        for answer in answers:
+            assert answer is not None
+            observe("AckMessage", answer.status.code, elapsed)
+            out.append(answer)
+        return out
+
+    def _ack_entries(self, request: spb.AckMessageRequest) -> _Acked:
+        """Acknowledge what this broker group delivered of ``request``'s entries (not
+        yet recorded); note the entries another group delivered."""
+        group = self._rt.registry.require_group(request.group.name)
+        topic = topic_named(request.topic.name)
+        acked = _Acked(spb.AckMessageResponse())
+        add = acked.response.entries.add
+        for i, entry in enumerate(request.entries):  # built in place: runs per message
+            handle_text = entry.receipt_handle
+            result = add(message_id=entry.message_id, receipt_handle=handle_text)
+            try:
+                self._rt.pop.ack(group.name, topic, handle_text)
+                result.status.code = OK
+                result.status.message = "OK"
+            except ForeignReceipt as exc:
+                acked.foreign.setdefault(exc.group, []).append(i)
+            except MessagingError as exc:
+                result.status.CopyFrom(exc.to_status())
+                acked.failed += 1
+        return acked
+
+    async def _acked(
+        self, request: spb.AckMessageRequest, acked: _Acked, context: Any
+    ) -> spb.AckMessageResponse:
+        """The answer, once this group's acks are recorded: the other groups' entries
+        acknowledged where they were delivered, and the overall status."""
+        response = acked.response
+        failed = acked.failed
+        for owner, indexes in acked.foreign.items():
+            failed += await self._ack_elsewhere(owner, request, indexes, response, context)
+        if not failed:
+            response.status.CopyFrom(OK_STATUS)
+        elif len(response.entries) == 1:
+            response.status.CopyFrom(response.entries[0].status)
+        else:
+            response.status.CopyFrom(status(Code.MULTIPLE_RESULTS, f"{failed} entries failed"))
+        return response
 
     async def ChangeInvisibleDuration(
         self, request: spb.ChangeInvisibleDurationRequest, context: Any
