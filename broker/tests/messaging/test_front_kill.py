@@ -26,6 +26,7 @@ import pytest
 from rocketmq.v5.consumer import SimpleConsumer
 
 from rocketcluster.ctl.testing import LocalBroker, local_broker, quiet_official_client, wait_for
+from rocketcluster.e2e.kube import procfs
 
 from .conftest import message, producer, proto_cluster, simple_consumer
 
@@ -236,3 +237,44 @@ def test_a_client_port_in_use_fails_the_start_naming_it(fronts: int, tmp_path: P
     assert done.returncode == 1, done.stderr[-2000:]
     last = [line for line in done.stderr.splitlines() if "CRITICAL" in line][-1]
     assert f"127.0.0.1:{port}" in last or f"port {port}" in last, last
+
+
+def test_a_broker_waiting_for_its_fronts_stops_on_sigterm(tmp_path: Path) -> None:
+    """SIGTERM while the store process waits for fronts that never serve: it stops at
+    once (exit 0), and ends them, instead of waiting out the start's minute."""
+    repo = Path(__file__).resolve().parents[3]
+    config = {
+        "cluster": "hung",
+        "group": "hung-0",
+        "dataDir": str(tmp_path / "data"),
+        "bindHost": "127.0.0.1",
+        "clientPort": 0,
+        "adminPort": 0,
+        "frontProcesses": 1,
+    }
+    path = tmp_path / "broker.json"
+    path.write_text(json.dumps(config))
+    env = {**os.environ, "ROCKETCLUSTER_FRONT_MODULE": "broker.tests.front.hanging_front"}
+    broker = subprocess.Popen(
+        [sys.executable, "-m", "rocketcluster.broker.main", "--config", str(path)],
+        cwd=repo,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: procfs.descendants(broker.pid), timeout=60, what="the front started")
+        fronts = procfs.descendants(broker.pid)
+        time.sleep(1.0)
+        stopped_at = time.monotonic()
+        broker.send_signal(signal.SIGTERM)
+        _, stderr = broker.communicate(timeout=30)
+        took = time.monotonic() - stopped_at
+    finally:
+        if broker.poll() is None:
+            broker.kill()
+            broker.wait()
+    assert broker.returncode == 0, stderr[-2000:]
+    assert "stopped while starting" in stderr
+    assert took < 15, f"took {took:.1f} s to stop"
+    wait_for(lambda: not any(_alive(p) for p in fronts), timeout=10, what="the front ended")

@@ -25,8 +25,12 @@ async def serve(config: BrokerProcessConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await server.start()
+        await server.start(abort=stop)
     except Exception as exc:
+        if stop.is_set():  # SIGTERM while starting: a stop, not a failure
+            logging.getLogger("rocketcluster.broker").info("stopped while starting: %s", exc)
+            await server.stop()
+            return 0
         logging.getLogger("rocketcluster.broker").critical("broker failed to start: %s", exc)
         await server.stop()
         return 1

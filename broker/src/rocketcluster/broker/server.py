@@ -119,7 +119,9 @@ class BrokerServer:
         self._gc_pauses: PauseObserver | None = None
         self.fronts: FrontSupervisor | None = None
 
-    async def start(self) -> None:
+    async def start(self, abort: asyncio.Event | None = None) -> None:
+        """Everything up and serving. ``abort`` (set by SIGTERM): give up where a step
+        waits on other processes (the fronts) instead of finishing the start first."""
         cfg = self.config
         if cfg.label_pod_role:  # first: a stale "master" label goes before anything else
             target = PodTarget.from_env(os.environ)
@@ -170,7 +172,7 @@ class BrokerServer:
             admin_config.ssl = server_ssl_context(cfg.tls)
         self._admin = _AdminServer(admin_config)
         self._admin_task = asyncio.get_running_loop().create_task(self._admin.serve())
-        address = await self._serve_clients(metrics)
+        address = await self._serve_clients(metrics, abort)
         for _ in range(200):  # the admin server binds in its task
             if self._admin.started or self._admin_task.done():
                 break
@@ -187,7 +189,7 @@ class BrokerServer:
             f"TLS, CA {cfg.tls.ca_file}" if cfg.tls else "plaintext",
         )
 
-    async def _serve_clients(self, metrics: BrokerMetrics) -> str:
+    async def _serve_clients(self, metrics: BrokerMetrics, abort: asyncio.Event | None) -> str:
         """The client port: served here, or by front processes relaying to here."""
         cfg = self.config
         assert self.runtime is not None
@@ -204,7 +206,7 @@ class BrokerServer:
             )
             register_front_metrics(metrics, self.fronts)
             try:
-                await self.fronts.start()
+                await self.fronts.start(abort)
             except RuntimeError as exc:
                 raise BindError(f"cannot serve clients on port {cfg.client_port}: {exc}") from exc
             return f"{cfg.bind_host}:{cfg.client_port} ({fronts} front processes)"

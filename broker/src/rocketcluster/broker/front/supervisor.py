@@ -19,6 +19,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.broker.front import frames as f
@@ -85,19 +86,30 @@ class FrontSupervisor:
         self._past_batches: dict[str, int] = {}
         self._down_since: float | None = time.monotonic()  # none serving since
 
-    async def start(self) -> None:
-        """Every front started and serving, or RuntimeError naming the one that is not."""
+    async def start(self, abort: asyncio.Event | None = None) -> None:
+        """Every front started and serving, or RuntimeError naming the one that is not
+        (or saying that ``abort`` was set meanwhile)."""
         loop = asyncio.get_running_loop()
+        aborted = loop.create_task((abort or asyncio.Event()).wait())
+        try:
+            await self._start(loop, aborted)
+        finally:
+            aborted.cancel()
+
+    async def _start(self, loop: asyncio.AbstractEventLoop, aborted: asyncio.Task[Any]) -> None:
         self._tasks = [loop.create_task(self._keep(slot)) for slot in self.slots]
         deadline = time.monotonic() + START_TIMEOUT_S
         for slot in self.slots:
             left = max(0.1, deadline - time.monotonic())
             waiter = loop.create_task(slot.ready.wait())
             done, _ = await asyncio.wait(
-                {waiter, self._tasks[slot.index]},
+                {waiter, self._tasks[slot.index], aborted},
                 timeout=left,
                 return_when=asyncio.FIRST_COMPLETED,
             )
+            if aborted in done:
+                waiter.cancel()
+                raise RuntimeError("stopped before every front served")
             if waiter not in done:
                 waiter.cancel()
                 why = (
