@@ -32,7 +32,7 @@ def test_the_tier_bench_measures_every_case(tmp_path: Path) -> None:
     through = {row["case"]: row for row in result["broker_produce"]["cases"]}
     assert list(through) == ["off", "posix", "s3"]
     for kind, row in through.items():
-        assert row["messages"] > 0 and row["failed"] == 0, kind
+        assert row["messages"] > 0 and row["failed"] == 0, (kind, row["failures"])
         assert row["stored_messages"] >= row["messages"]
         assert row["broker_cpu"] > 0
     for kind in ("posix", "s3"):

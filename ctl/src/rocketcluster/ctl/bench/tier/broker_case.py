@@ -124,7 +124,11 @@ async def _send_for(client: LeanClient, seconds: float, load: BrokerLoad) -> dic
     body = os.urandom(RECORD_BODY)
     latencies: list[float] = []
     acked = failed = 0
+    why: dict[str, int] = {}  # messages not acknowledged, by the error or status code
     deadline = time.perf_counter() + seconds
+
+    def count(reason: str, messages: int) -> None:
+        why[reason] = why.get(reason, 0) + messages
 
     async def sender() -> None:
         nonlocal acked, failed
@@ -132,13 +136,22 @@ async def _send_for(client: LeanClient, seconds: float, load: BrokerLoad) -> dic
             started = time.perf_counter()
             try:
                 entries = await client.send(TOPIC, [OutgoingMessage(body)] * load.batch)
-            except (grpc.RpcError, LeanClientError):
+            except grpc.RpcError as exc:
                 failed += load.batch
+                code = exc.code() if isinstance(exc, grpc.Call) else None
+                count(code.name if code is not None else type(exc).__name__, load.batch)
+                continue
+            except LeanClientError as exc:
+                failed += load.batch
+                count(str(exc)[:120], load.batch)
                 continue
             latencies.append(time.perf_counter() - started)
             ok = sum(1 for e in entries if e.status.code == pb.Code.OK)
             acked += ok
             failed += len(entries) - ok
+            for e in entries:
+                if e.status.code != pb.Code.OK:
+                    count(f"{pb.Code.Name(e.status.code)}: {e.status.message[:80]}", 1)
 
     started = time.perf_counter()
     await asyncio.gather(*(sender() for _ in range(load.senders)))
@@ -147,6 +160,7 @@ async def _send_for(client: LeanClient, seconds: float, load: BrokerLoad) -> dic
     return {
         "acked": acked,
         "failed": failed,
+        "failures": why,
         "seconds": elapsed,
         "p50_ms": latencies[len(latencies) // 2] * 1000 if latencies else 0.0,
         "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000 if latencies else 0.0,
@@ -166,8 +180,16 @@ async def _warm_up(
         if (await _admin(http, "GET", "/v1/tier"))["uploads"]["segments"] > 0:
             break
         more = await _send_for(client, min(load.warmup_s, 0.5), load)
-        warm = {"acked": warm["acked"] + more["acked"], "failed": warm["failed"] + more["failed"]}
+        warm = {
+            "acked": warm["acked"] + more["acked"],
+            "failed": warm["failed"] + more["failed"],
+            "failures": _merged(warm["failures"], more["failures"]),
+        }
     return warm
+
+
+def _merged(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}}
 
 
 async def _admin(http: httpx.AsyncClient, method: str, path: str) -> dict[str, Any]:
@@ -236,6 +258,7 @@ async def _through_broker(
     row: dict[str, Any] = {
         "messages": messages,
         "failed": warm["failed"] + run["failed"],
+        "failures": _merged(warm["failures"], run["failures"]),
         "seconds": elapsed,
         "msgs_per_s": messages / elapsed,
         "mb_per_s": messages * RECORD_BODY / elapsed / 1e6,  # message bodies
