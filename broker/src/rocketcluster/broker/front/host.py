@@ -105,13 +105,10 @@ class _ClientStream:
 
 @dataclass
 class FrontStats:
-    """What a front last said of itself (STATS) and since when it serves (HELLO)."""
+    """What a front said of itself (STATS) and what it relayed here."""
 
-    index: int = -1
-    pid: int = 0
     connections: int = 0
     refusals: dict[str, int] = field(default_factory=dict)
-    hello_at: float = 0.0
     calls: int = 0  # relayed calls run here
     # Calls run in batches (see BATCHED), and the batches, by method: "calls" per
     # batch is how much one append or one journal wait carried.
@@ -196,11 +193,10 @@ class FrontConnection:
                 for rpc, code, seconds in observations:
                     self._observe(rpc, code, seconds)
         elif kind == f.HELLO:
-            _, index, pid, digest = frame
+            _, index, _pid, digest = frame
             if digest != f.table_digest():
                 self.lose(f"front {index} relays another method table ({digest})")
                 return
-            self.stats.index, self.stats.pid, self.stats.hello_at = index, pid, time.time()
             self._on_hello(self)
         else:
             log.warning("front channel: a frame of unknown kind %r", kind)

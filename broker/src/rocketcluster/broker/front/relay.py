@@ -41,10 +41,6 @@ class StoreLink:
     def attach(self, channel: Channel) -> None:
         self.channel = channel
 
-    @property
-    def in_progress(self) -> int:
-        return len(self._replies) + len(self._streams)
-
     def send(self, frame: tuple[Any, ...]) -> None:
         assert self.channel is not None
         self.channel.send(frame)

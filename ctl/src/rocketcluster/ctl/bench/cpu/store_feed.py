@@ -36,18 +36,12 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 
 from rocketcluster.broker.front import frames as f
 from rocketcluster.broker.front.channel import Channel
-from rocketcluster.ctl.bench.client_bench import BODY
+from rocketcluster.ctl.bench.client_bench import BODY, _cpu_seconds
 
 FEED_DIR_ENV = "ROCKETCLUSTER_FEED_DIR"
 SEND = f.METHOD_INDEX[(f.MESSAGING_SERVICE.full_name, "SendMessage")]
 METADATA = (("x-mq-client-id", f"store-feed@{os.getpid()}"), ("x-mq-language", "PYTHON"))
 POLL_S = 0.1
-
-
-def _cpu_seconds(pid: int) -> float:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def send_request(topic: str, n: int) -> bytes:
