@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from enum import StrEnum
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -26,6 +27,22 @@ STATS_TOPIC: Final = f"{SYSTEM_TOPIC_PREFIX}BROKER_STATS"
 STATS_FORMAT_VERSION: Final = 1
 MAX_ROWS_PER_MESSAGE: Final = 1000
 DEFAULT_STATS_INTERVAL_SECONDS: Final = 30.0
+
+
+class LagStatus(StrEnum):
+    """A consumer queue's Burrow-style status, from best to worst: what the Spark lag
+    job (``rocketcluster.jobs.lag``, whose docstring has the rules) and the console
+    judge from these snapshots."""
+
+    OK = "OK"
+    WARN = "WARN"
+    REWIND = "REWIND"
+    STALL = "STALL"
+    STOP = "STOP"
+    ERR = "ERR"
+
+
+LAG_SEVERITY: Final = {s.value: i for i, s in enumerate(LagStatus)}
 
 
 class _Row(BaseModel):

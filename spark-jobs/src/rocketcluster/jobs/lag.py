@@ -49,12 +49,12 @@ times only grow, so that is the newer view).
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pandas as pd
 
+from rocketcluster.api.stats import LAG_SEVERITY, LagStatus
 from rocketcluster.jobs import frames, tables
 from rocketcluster.jobs.frames import count, duration, plural
 
@@ -86,16 +86,7 @@ _MERGED: Final = [
 ]
 
 
-class LagStatus(StrEnum):
-    OK = "OK"
-    WARN = "WARN"
-    REWIND = "REWIND"
-    STALL = "STALL"
-    STOP = "STOP"
-    ERR = "ERR"
-
-
-SEVERITY: Final = {s.value: i for i, s in enumerate(LagStatus)}
+SEVERITY: Final = LAG_SEVERITY
 
 
 def _check_parameters(now_ms: int, window_points: int) -> None:

@@ -12,13 +12,9 @@ request (DESIGN §9). The Python client 5.1.2 formats its *local* time with a ``
 suffix; the date is read as UTC, so such a client must run in UTC (as pods do) or
 within the clock-skew window of it.
 
-Resources and actions (RocketMQ ACL 2.0's shape): a user holds ``pub``/``sub`` rules
-per topic and ``sub`` rules per consumer group, each naming one resource, a prefix
-ending in ``*`` or ``*`` alone; ``admin`` users may do everything. A group's own
-system topics — ``%RETRY%<group>`` and ``%DLQ%<group>`` — are authorized as the group:
-``sub`` on group G lets its consumers read G's retry and dead-letter topics (in
-addition to any topic rule naming them); sending into them needs a topic rule, which
-in practice means an admin.
+Resources and actions (RocketMQ ACL 2.0's shape) are decided by
+``rocketcluster.api.acl`` (shared with the console); sending into a group's
+``%RETRY%``/``%DLQ%`` topics needs a topic rule, which in practice means an admin.
 """
 
 from __future__ import annotations
@@ -26,29 +22,23 @@ from __future__ import annotations
 import calendar
 import hmac
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from hashlib import sha1
 from typing import Final
 
+from rocketcluster.api.acl import Kind, Principal
 from rocketcluster.api.auth import SIGNATURE_ALGORITHM, UserCredentials
-from rocketcluster.api.users import Action, PermissionSpec
+from rocketcluster.api.users import Action
+
+__all__ = ["AuthError", "Authenticator", "Kind", "Principal", "require", "require_any", "sign"]
 
 UNAUTHORIZED: Final = 40100
 FORBIDDEN: Final = 40300
 SIGNED_HEADER: Final = "x-mq-date-time"
-RETRY_PREFIX: Final = "%RETRY%"
-DLQ_PREFIX: Final = "%DLQ%"
 # Verified (header, date) pairs kept; a client signs one pair per second, so this
 # covers thousands of active clients within one clock-skew window.
 VERIFIED_CACHE_MAX: Final = 8192
-DECISION_CACHE_MAX: Final = 4096
-
-
-class Kind(StrEnum):
-    TOPIC = "topic"
-    GROUP = "group"
 
 
 class AuthError(Exception):
@@ -124,82 +114,6 @@ def parse_date(text: str) -> int:
 
 def sign(secret_key: str, date: str) -> str:
     return hmac.new(secret_key.encode(), date.encode(), sha1).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class _Rules:
-    """One resource kind's allow rules, compiled: exact names, prefixes, ``*``."""
-
-    exact: Mapping[str, frozenset[Action]]
-    prefixes: tuple[tuple[str, frozenset[Action]], ...]
-    everything: frozenset[Action]
-
-    def allows(self, name: str, action: Action) -> bool:
-        if action in self.everything or action in self.exact.get(name, ()):
-            return True
-        return any(action in acts for p, acts in self.prefixes if name.startswith(p))
-
-    @classmethod
-    def compile(cls, rules: Iterable[tuple[str, Iterable[Action]]]) -> _Rules:
-        exact: dict[str, set[Action]] = {}
-        prefixes: dict[str, set[Action]] = {}
-        everything: set[Action] = set()
-        for pattern, actions in rules:
-            if pattern == "*":
-                everything.update(actions)
-            elif pattern.endswith("*"):
-                prefixes.setdefault(pattern[:-1], set()).update(actions)
-            else:
-                exact.setdefault(pattern, set()).update(actions)
-        return cls(
-            {k: frozenset(v) for k, v in exact.items()},
-            tuple((k, frozenset(v)) for k, v in prefixes.items()),
-            frozenset(everything),
-        )
-
-
-@dataclass(slots=True)
-class Principal:
-    """An authenticated user and its permissions (decisions cached per resource)."""
-
-    access_key: str
-    admin: bool
-    topics: _Rules
-    groups: _Rules
-    _decisions: dict[tuple[Kind, str, Action], bool] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, access_key: str, admin: bool, permissions: Iterable[PermissionSpec]) -> Principal:
-        permissions = list(permissions)
-        return cls(
-            access_key,
-            admin,
-            _Rules.compile((p.topic, p.actions) for p in permissions if p.topic is not None),
-            _Rules.compile((p.group, p.actions) for p in permissions if p.group is not None),
-        )
-
-    def may(self, kind: Kind, name: str, action: Action) -> bool:
-        if self.admin:
-            return True
-        key = (kind, name, action)
-        decision = self._decisions.get(key)
-        if decision is None:
-            decision = self._decide(kind, name, action)
-            if len(self._decisions) >= DECISION_CACHE_MAX:
-                self._decisions.clear()
-            self._decisions[key] = decision
-        return decision
-
-    def _decide(self, kind: Kind, name: str, action: Action) -> bool:
-        if kind is Kind.GROUP:
-            return self.groups.allows(name, action)
-        if self.topics.allows(name, action):
-            return True
-        if action is Action.SUB:
-            for prefix in (RETRY_PREFIX, DLQ_PREFIX):
-                if name.startswith(prefix):
-                    return self.groups.allows(name[len(prefix) :], Action.SUB)
-        return False
 
 
 class Authenticator:
