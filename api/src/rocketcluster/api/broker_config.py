@@ -23,6 +23,7 @@ CLIENT_PORT = 8081
 ADMIN_PORT = 8080
 HA_PORT = 10912
 CONTROLLER_PORT = 9878
+DEFAULT_TRACE_SAMPLE_EVERY = 100
 
 
 # The environment variables that carry S3 credentials to a broker (boto3 reads them),
@@ -149,6 +150,14 @@ class BrokerProcessConfig(BaseModel):
     # How often the master appends a stats snapshot to the stats topic (api/stats.py);
     # 0 turns publishing off. Tests and local clusters shorten it (e.g. 1.0).
     stats_interval_seconds: float = Field(default=DEFAULT_STATS_INTERVAL_SECONDS, ge=0)
+    # Topics with trace "sampled" trace one message id in this many (a hash of the id,
+    # so every event of a message is kept or none: messaging/trace.py). Left out of
+    # the file at its default: renders stay as they were.
+    trace_sample_every: int = Field(
+        default=DEFAULT_TRACE_SAMPLE_EVERY,
+        ge=1,
+        exclude_if=lambda v: v == DEFAULT_TRACE_SAMPLE_EVERY,
+    )
     # spec.tieredStorage as the manifest says it, with a relative posix.path already
     # resolved by rocketctl local. Never a secret: S3 credentials reach the process as
     # environment variables (s3_credential_env).

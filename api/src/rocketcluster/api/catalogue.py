@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rocketcluster.api.cluster import ObjectMeta
 from rocketcluster.api.status import CatalogueStatus
-from rocketcluster.api.topics import ConsumerGroupSpec, MessageType, TopicSpec
+from rocketcluster.api.topics import ConsumerGroupSpec, MessageType, TopicSpec, TraceMode
 
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Topics and consumer groups one POST /v1/catalogue/entries may carry.
@@ -83,6 +83,10 @@ class RocketTopicSpec(_Spec):
     max_produce_rate: float | None = Field(
         default=None, gt=0, alias="maxProduceRate", description="messages/s per broker"
     )
+    trace: TraceMode = Field(
+        default=TraceMode.SAMPLED,
+        description="server-side message traces: all, sampled (the default) or off",
+    )
 
 
 class RocketConsumerGroupSpec(_Spec):
@@ -115,6 +119,7 @@ class RocketTopic(BaseModel):
             messageType=self.spec.message_type,
             maxMessageBytes=self.spec.max_message_bytes,
             maxProduceRate=self.spec.max_produce_rate,
+            trace=self.spec.trace,
         )
 
 

@@ -17,6 +17,14 @@ class MessageType(StrEnum):
     MIXED = "MIXED"
 
 
+class TraceMode(StrEnum):
+    """Which messages of a topic the brokers trace (docs/architecture.md §6.8)."""
+
+    ALL = "all"
+    SAMPLED = "sampled"
+    OFF = "off"
+
+
 class TopicSpec(BaseModel):
     """``spec.topics[]``: a topic with its queue count and accepted message type."""
 
@@ -41,6 +49,19 @@ class TopicSpec(BaseModel):
         description=(
             "messages per second each broker accepts for this topic (a token bucket "
             "with one second of burst); more get TOO_MANY_REQUESTS; unset: unlimited"
+        ),
+    )
+    # Left out of a dump at its default: catalogues, metadata and rendered configs stay
+    # what a broker of the previous release (which forbids unknown fields) reads.
+    trace: TraceMode = Field(
+        default=TraceMode.SAMPLED,
+        alias="trace",
+        exclude_if=lambda v: v == TraceMode.SAMPLED,
+        description=(
+            "server-side message traces (sent, stored, replicated, delivered, acked, "
+            "expired, dead-lettered) kept in the brokers' RMQ_SYS_TRACE_DATA topic: all "
+            "messages, sampled (one message id in the brokers' traceSampleEvery, 100 by "
+            "default, every event of it or none) or off"
         ),
     )
 

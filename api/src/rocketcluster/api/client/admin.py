@@ -228,6 +228,13 @@ class AdminClient:
         result: list[dict[str, Any]] = self._call("GET", f"/v1/messages/{segment(message_id)}")
         return result
 
+    def message_trace(self, message_id: str) -> dict[str, Any]:
+        """The trace events this broker holds of a message (GET /v1/messages/ID/trace):
+        ``{"messageId", "events": [...by time], "traced": bool | None}``; AdminError
+        404 when it holds neither the message nor any event of it."""
+        result: dict[str, Any] = self._call("GET", f"/v1/messages/{segment(message_id)}/trace")
+        return result
+
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[dict[str, Any]]:
         params: dict[str, str | int] = {"topic": topic, "key": key, "limit": limit}
         result: list[dict[str, Any]] = self._call("GET", "/v1/messages", params=params)

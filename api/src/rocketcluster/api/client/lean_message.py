@@ -45,6 +45,7 @@ SYSTEM_PROPERTIES: Final = frozenset(
         "__ORIGIN_GROUP",
         "__DLQ_ATTEMPTS",
         "__MSGTYPE",
+        "__RESEND_GROUP",
     }
 )
 

@@ -3,7 +3,6 @@ groups, offsets, message lookup and store statistics. OpenAPI at /openapi.json."
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -15,6 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from rocketcluster.api.body_limit import BodyLimit
 from rocketcluster.api.names import GroupName, MessageId, MessageKey, TopicName
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+from rocketcluster.broker.admin.browse_routes import browse_router
+from rocketcluster.broker.admin.consumption import consumed_keys, consumption_rows
+from rocketcluster.broker.admin.dlq_routes import dlq_router
+from rocketcluster.broker.admin.group_routes import group_router
 from rocketcluster.broker.admin.paging import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -25,15 +28,15 @@ from rocketcluster.broker.admin.paging import (
     queue_page,
     row_cursor,
 )
+from rocketcluster.broker.admin.send_routes import send_router
+from rocketcluster.broker.admin.trace_routes import trace_router
+from rocketcluster.broker.admin.views import message_view
 from rocketcluster.broker.messaging import queries
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.codes import Code, MessagingError
-from rocketcluster.broker.messaging.consume_state import QueueConsumeState
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.stats.reader import MAX_PAGE_MESSAGES, offset_for_time, read_page
-from rocketcluster.broker.store import StoredMessage
 
-PREVIEW_BYTES = 4096
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="items per page")]
 
 
@@ -43,30 +46,6 @@ class OffsetReset(BaseModel):
     topic: TopicName
     queue_id: int = Field(alias="queueId", ge=0)
     offset: int = Field(ge=0)
-
-
-def _message_view(msg: StoredMessage) -> dict[str, Any]:
-    body = msg.body[:PREVIEW_BYTES]
-    try:
-        text: str | None = body.decode()
-    except UnicodeDecodeError:
-        text = None
-    return {
-        "messageId": msg.msg_id,
-        "topic": msg.topic,
-        "queueId": msg.queue_id,
-        "queueOffset": msg.queue_offset,
-        "commitLogOffset": msg.physical_offset,
-        "tag": msg.tag,
-        "keys": list(msg.keys),
-        "properties": msg.properties,
-        "bornTimestamp": msg.born_timestamp,
-        "storeTimestamp": msg.store_timestamp,
-        "bodySize": len(msg.body),
-        "bodyCrc32": f"{msg.body_crc:08X}",
-        "bodyText": text,
-        "bodyBase64": base64.b64encode(body).decode(),
-    }
 
 
 def _http(exc: MessagingError) -> HTTPException:
@@ -229,53 +208,13 @@ def create_admin_app(
         rt.pop.forget_group(name)
         return Response(status_code=204)
 
-    def _consumption(keys: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
-        """Where each (group, topic, queue id) stands. ``lag`` counts the messages not
-        acknowledged yet: ``inflight`` (delivered, invisible now) plus ``ready`` (a
-        receive would get them now: never delivered, or visible again). A group whose
-        consumption state is not loaded shows its saved offset."""
-        now = int(time.time() * 1000)
-        live = rt.pop.states()
-        saved = store.metadata.all_offsets()
-        rows = []
-        for key in keys:
-            group, topic, qid = key
-            lo, hi = store.queue_offsets(topic, qid)
-            state = live.get(key)
-            if state is None:
-                state = QueueConsumeState(max(saved.get(key, lo), lo))
-            lag = state.lag(hi)
-            inflight = state.inflight_count(now)
-            rows.append(
-                {
-                    "group": group,
-                    "topic": topic,
-                    "queueId": qid,
-                    "committedOffset": state.committed,
-                    "nextOffset": state.next_offset,
-                    "minOffset": lo,
-                    "maxOffset": hi,
-                    "lag": lag,
-                    "inflight": inflight,
-                    "ready": lag - inflight,
-                }
-            )
-        return rows
-
-    def _consumed_keys(group: str | None = None) -> list[tuple[str, str, int]]:
-        """The queues consumed by ``group`` (by every group that exists: offsets a
-        deleted group left behind are no one's)."""
-        keys = rt.pop.states().keys() | store.metadata.all_offsets().keys()
-        groups = {group} if group is not None else {g.name for g in rt.registry.groups()}
-        return sorted(k for k in keys if k[0] in groups)
-
     @app.get("/v1/groups/{name}/offsets")
     async def group_offsets(name: GroupName) -> list[dict[str, Any]]:
         """Where the group stands on each queue it consumed here (see /v1/consumption
         for the fields)."""
         if rt.registry.get_group(name) is None:
             raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
-        return _consumption(_consumed_keys(name))
+        return consumption_rows(rt, consumed_keys(rt, name))
 
     @app.get("/v1/consumption")
     async def consumption(after: str | None = None, limit: Limit = DEFAULT_LIMIT) -> JSONResponse:
@@ -285,9 +224,9 @@ def create_admin_app(
         ``inflight`` (delivered, invisible now) plus ``ready`` (a receive would get
         them now)."""
         start = _cursor(parse_row_cursor, after)
-        page = page_of(_consumed_keys(), lambda k: k, start, limit, row_cursor)
+        page = page_of(consumed_keys(rt), lambda k: k, start, limit, row_cursor)
         return JSONResponse(
-            _consumption(page.items), headers=next_link("/v1/consumption", page, limit)
+            consumption_rows(rt, page.items), headers=next_link("/v1/consumption", page, limit)
         )
 
     @app.put("/v1/groups/{name}/offsets")
@@ -308,7 +247,7 @@ def create_admin_app(
         found = await queries.lookup_by_id(store, rt.tier, message_id)
         if not found:
             raise HTTPException(404, detail=f"no message with id {message_id!r}")
-        return [_message_view(m) for m in found]
+        return [message_view(m) for m in found]
 
     @app.get("/v1/messages")
     async def messages_by_key(
@@ -317,7 +256,7 @@ def create_admin_app(
         limit: int = Query(32, ge=1, le=1000),
     ) -> list[dict[str, Any]]:
         found = await queries.lookup_by_key(store, rt.tier, topic, key, limit)
-        return [_message_view(m) for m in found]
+        return [message_view(m) for m in found]
 
     @app.get("/v1/topics/{name}/queues/{queue_id}/offset")
     async def queue_offset_for_time(
@@ -414,4 +353,9 @@ def create_admin_app(
         offset, lo, hi = offset_for_time(store, time_ms)
         return {"offset": offset, "minOffset": lo, "maxOffset": hi}
 
+    app.include_router(trace_router(rt))
+    app.include_router(browse_router(rt))
+    app.include_router(send_router(rt))
+    app.include_router(dlq_router(rt))
+    app.include_router(group_router(rt))
     return app

@@ -25,6 +25,8 @@ class ClientSession:
     outbox: asyncio.Queue[spb.TelemetryCommand] | None = None
     language: str = ""
     version: str = ""
+    address: str = ""  # as gRPC names the peer of its Telemetry stream
+    subscriptions: set[str] = field(default_factory=set)  # topics a consumer receives
 
 
 class ClientRegistry:
@@ -46,9 +48,11 @@ class ClientRegistry:
     def get(self, client_id: str) -> ClientSession | None:
         return self._sessions.get(client_id)
 
-    def open_stream(self, client_id: str) -> asyncio.Queue[spb.TelemetryCommand]:
+    def open_stream(self, client_id: str, address: str = "") -> asyncio.Queue[spb.TelemetryCommand]:
         session = self.touch(client_id)
         session.outbox = asyncio.Queue()
+        if address:
+            session.address = address
         return session.outbox
 
     def close_stream(self, client_id: str, outbox: asyncio.Queue[spb.TelemetryCommand]) -> None:
@@ -62,6 +66,12 @@ class ClientRegistry:
             session.topics = {t.name for t in settings.publishing.topics}
         if settings.HasField("subscription"):
             session.group = settings.subscription.group.name
+            session.subscriptions = {s.topic.name for s in settings.subscription.subscriptions}
+        if settings.HasField("user_agent"):
+            agent = settings.user_agent
+            known = agent.language in pb.Language.values()
+            session.language = pb.Language.Name(agent.language) if known else str(agent.language)
+            session.version = agent.version
         return session
 
     def remove(self, client_id: str) -> None:

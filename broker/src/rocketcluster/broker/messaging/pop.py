@@ -28,6 +28,7 @@ from typing import Protocol
 
 from rocketcluster.api.broker_config import MessagingTuning
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.codes import Code, ForeignReceipt, MessagingError, put_code
 from rocketcluster.broker.messaging.consume_state import Op, QueueConsumeState
 from rocketcluster.broker.messaging.filters import MessageFilter
@@ -46,6 +47,7 @@ from rocketcluster.broker.messaging.receipt import (
     decode_handle,
 )
 from rocketcluster.broker.messaging.revive_index import RETRY_MS, ReviveIndex
+from rocketcluster.broker.messaging.trace import TraceRecorder, message_id_of
 from rocketcluster.broker.stats.reads import ReadRecorder
 from rocketcluster.broker.store import MessageStore, MessageToStore, StoredMessage
 from rocketcluster.broker.store.consumequeue import ConsumeQueue
@@ -142,6 +144,8 @@ class PopService:
         # Tiered storage, when enabled: messages local retention removed (or, by the
         # read policy, ones it did not) are read from the tier.
         self.cold: ColdReads | None = None
+        # Server-side message traces (trace.py); None: nothing is traced.
+        self.trace: TraceRecorder | None = None
 
     # -- state -----------------------------------------------------------------
 
@@ -355,6 +359,9 @@ class PopService:
         broker_group = self.broker_group
         out: list[Delivery] = []
         to_dead_letter: list[tuple[int, StoredMessage, int]] = []
+        trace = self.trace
+        mode = trace.topic_mode(topic) if trace is not None else None
+        tracer = trace if mode is not None else None  # None: no message of it is traced
 
         def full() -> bool:
             return len(out) >= limit or room <= 0
@@ -369,6 +376,16 @@ class PopService:
                 self.revive_index.push(deadline, (group.name, topic, qid), offset, nonce)
             receipt = ReceiptHandle(topic, qid, offset, attempt, nonce, deadline, broker_group)
             out.append(Delivery(msg, receipt, attempt, invisible_ms))
+            if tracer is not None:
+                msg_id = message_id_of(msg)
+                if tracer.wants(topic, msg_id, mode):
+                    tracer.delivered(
+                        msg_id,
+                        (group.name, topic, qid, offset),
+                        attempt=attempt,
+                        invisible_until=deadline,
+                        client_id=client_id,
+                    )
 
         for offset, attempts in state.redeliverable(now):
             if full():
@@ -385,6 +402,14 @@ class PopService:
                 if found is not None:
                     state.mark_done(offset)  # removed by retention meanwhile
                 continue  # (None: the tier fails; redelivered once it answers)
+            if tracer is not None:
+                expired = state.inflight.get(offset)
+                self.trace_expired(
+                    (group.name, topic, qid, offset),
+                    msg,
+                    attempts,
+                    expired.deadline_ms if expired is not None else None,
+                )
             if attempts >= group.max_delivery_attempts:
                 state.deliver(offset, attempts, now + DLQ_TRANSIT_MS, next(self._nonces))
                 to_dead_letter.append((offset, msg, attempts))
@@ -416,7 +441,7 @@ class PopService:
                     continue  # another receive moved this queue on while we waited
                 for msg in cold or ():
                     scanned += 1
-                    if not message_filter.matches(msg.tag, msg.properties):
+                    if not _wanted(msg, message_filter, group.name):
                         state.skip_new(msg.queue_offset)
                         continue
                     deliver(msg.queue_offset, msg, 1)
@@ -438,7 +463,7 @@ class PopService:
                     state.skip_new(offset)
                     continue
                 msg = store.read_message(entry.physical_offset, entry.size)
-                if not message_filter.matches(msg.tag, msg.properties):
+                if not _wanted(msg, message_filter, group.name):
                     state.skip_new(offset)
                     continue
                 deliver(offset, msg, 1)
@@ -480,7 +505,24 @@ class PopService:
         state.sink = sink
         self._commit(group, key[1], key[2], state)
         self._dead_lettered(group, msg, attempts)
+        if self.trace is not None:
+            msg_id = message_id_of(msg)
+            if self.trace.wants(key[1], msg_id):
+                self.trace.dead_lettered(msg_id, (*key, offset), dlq=copy.topic, attempts=attempts)
         return True
+
+    def trace_expired(
+        self, key: tuple[str, str, int, int], msg: StoredMessage, attempt: int, deadline: int | None
+    ) -> None:
+        """Trace that the delivery at ``key`` (group, topic, queue, offset) is over
+        without an ack: its invisibility ran out at ``deadline``, or (None) it was
+        made visible before (its client went away)."""
+        trace = self.trace
+        if trace is None:
+            return
+        msg_id = message_id_of(msg)
+        if trace.wants(key[1], msg_id):
+            trace.expired(msg_id, key, attempt=attempt, deadline=deadline)
 
     async def read_at(self, topic: str, qid: int, offset: int) -> tuple[StoredMessage | None, bool]:
         """The message at ``offset`` (local or tiered), and whether it is gone for good."""
@@ -568,6 +610,8 @@ class PopService:
             )
         state.mark_done(handle.queue_offset)
         self._commit(group, handle.topic, handle.queue_id, state)
+        if self.trace is not None:
+            self.trace.acked((group, handle.topic, handle.queue_id, handle.queue_offset))
 
     def ack_many(
         self, group: str, topic: TopicSpec, receipts: list[tuple[int, int]]
@@ -576,6 +620,7 @@ class PopService:
         each, committing each queue once; returns the failures by index."""
         failed: dict[int, MessagingError] = {}
         touched: dict[int, QueueConsumeState] = {}
+        trace = self.trace
         for i, (qid, offset) in enumerate(receipts):
             state = touched.get(qid)
             if state is None:
@@ -593,6 +638,8 @@ class PopService:
                 )
                 continue
             state.mark_done(offset)
+            if trace is not None:
+                trace.acked((group, topic.name, qid, offset))
         for qid, state in touched.items():
             self._commit(group, topic.name, qid, state)
         return failed
@@ -694,6 +741,17 @@ class PopService:
             state.dirty = False
         self._store.metadata.persist_offsets()
         return len(dirty)
+
+
+def _wanted(msg: StoredMessage, message_filter: MessageFilter, group: str) -> bool:
+    """Whether a new message of the queue is delivered to ``group``: its filter matches,
+    and it is not a dead letter resent for another group only (dead_letters.py), which
+    every other group skips as filtered out."""
+    props = msg.properties
+    resent_for = props.get(prop.RESEND_GROUP)
+    if resent_for is not None and resent_for != group:
+        return False
+    return message_filter.matches(msg.tag, props)
 
 
 def _state_key(key: StateKey) -> str:

@@ -25,6 +25,9 @@ ORIGIN_TOPIC: Final = "__ORIGIN_TOPIC"
 ORIGIN_GROUP: Final = "__ORIGIN_GROUP"
 DLQ_DELIVERY_ATTEMPTS: Final = "__DLQ_ATTEMPTS"
 MESSAGE_TYPE: Final = "__MSGTYPE"
+# A dead letter resent by the admin API (dead_letters.py) for one consumer group: every
+# other group of its topic skips it, as a message its filter does not match.
+RESEND_GROUP: Final = "__RESEND_GROUP"
 
 RESERVED: Final = frozenset(
     {
@@ -43,6 +46,7 @@ RESERVED: Final = frozenset(
         ORIGIN_GROUP,
         DLQ_DELIVERY_ATTEMPTS,
         MESSAGE_TYPE,
+        RESEND_GROUP,
     }
 )
 

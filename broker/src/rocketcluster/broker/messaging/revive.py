@@ -103,6 +103,9 @@ async def revive_due(pop: PopService) -> int:
             continue  # a receive got to it while the message was read
         if offset in state.done or offset < state.committed:
             continue  # acknowledged meanwhile
+        pop.trace_expired(
+            (*key, offset), msg, attempts, entry.deadline_ms if entry is not None else None
+        )
         moves.append(pop.dead_letter_now(key, state, offset, msg, attempts))
     if not moves:
         return 0

@@ -39,6 +39,7 @@ from rocketcluster.broker.messaging.revive import PopReviveService
 from rocketcluster.broker.messaging.routes import RouteTable
 from rocketcluster.broker.messaging.send import SendOutcome, SendService
 from rocketcluster.broker.messaging.timers import TimerService
+from rocketcluster.broker.messaging.trace import TRACE_TOPIC, TraceRecorder
 from rocketcluster.broker.messaging.transactions import TransactionService
 from rocketcluster.broker.metrics import BrokerMetrics, register_store_metrics
 from rocketcluster.broker.stats import ReadRecorder, StatsPublisherService, StatsSources
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 UPKEEP_SECONDS = 0.25
+TRACE_STOP_FLUSH_S = 1.0
 LONG_POLLING_ADVERTISED_S = 20
 
 
@@ -100,6 +102,16 @@ class MessagingRuntime:
             broker_group=config.group,
         )
         self.pop.recover()  # before any role: the journal after the saved snapshot
+        # Server-side message traces (trace.py): send and POP record, the master
+        # appends them to RMQ_SYS_TRACE_DATA; the admin API's DLQ resend calls
+        # ``trace.record_resent``.
+        self.trace = TraceRecorder(
+            self.registry.get_topic,
+            self._trace_identity,
+            sample_every=config.trace_sample_every,
+        )
+        self.send.trace = self.trace
+        self.pop.trace = self.trace
         self.revive = PopReviveService(self.pop, self.is_master)
         self.timers = TimerService(store, config.data_dir / "timers", self.is_master)
         self.transactions = TransactionService(
@@ -167,6 +179,7 @@ class MessagingRuntime:
             loop.create_task(self._upkeep(), name="messaging-upkeep"),
             loop.create_task(self.stats.run(), name="stats-publisher"),
             loop.create_task(self.revive.run(), name="pop-revive"),
+            loop.create_task(self.trace.run(self.write_traces), name="trace-writer"),
         ]
         if self.role is None:  # a standalone broker is its group's master
             self.pop.promote()
@@ -176,6 +189,8 @@ class MessagingRuntime:
     async def stop(self) -> None:
         if self.tier is not None:
             await self.tier.stop()
+        with contextlib.suppress(TimeoutError):  # the last events, if the store takes them
+            await asyncio.wait_for(self.trace.flush(self.write_traces), TRACE_STOP_FLUSH_S)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -209,9 +224,11 @@ class MessagingRuntime:
 
     def attach_role(self, role: RoleManager) -> None:
         self.role = role
-        if role.ha_master is not None:
-            self.send.gate = role.ha_master
-            self.store.add_write_listener(role.ha_master.data_written)
+        ha = role.ha_master
+        if ha is not None:
+            self.send.gate = ha
+            self.store.add_write_listener(ha.data_written)
+            self.trace.replication = lambda: (ha.replication.mode.value, sorted(ha.in_sync()))
         self._register_ha_gauges(role)
 
     def _register_ha_gauges(self, role: RoleManager) -> None:
@@ -303,6 +320,24 @@ class MessagingRuntime:
             if replicated is not PutStatus.PUT_OK:
                 return PutResult(replicated, result.records, f"replication: {replicated.value}")
         return result
+
+    async def write_traces(self, records: Sequence[MessageToStore]) -> PutResult:
+        """Append trace events (trace.py) on the master, without waiting for the
+        replicas (they copy them as any record); refused, as sends are, without
+        enough in-sync replicas. Slaves record nothing of their own."""
+        if not self.is_master():
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="not the master")
+        gate = self.send.gate
+        refusal = gate.refuse_write() if gate is not None else None
+        if refusal:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=refusal)
+        self.registry.ensure_system_topic(TRACE_TOPIC)
+        return await self.store.put_batch(records)
+
+    def _trace_identity(self) -> tuple[str, str]:
+        """(this broker's name, its broker group) for trace events."""
+        identity = self.identity()
+        return f"{identity.broker_group}-{identity.broker_id}", identity.broker_group
 
     def forward_to(self) -> str | None:
         """The master's client endpoint when requests must be forwarded there; None on
@@ -477,6 +512,17 @@ class MessagingRuntime:
             "rocketmq_consumer_group_number",
             "Consumer groups",
             lambda: [({}, float(len(self.registry.groups())))],
+        )
+        trace = self.trace
+        m.counter(
+            "rocketcluster_trace_events_total",
+            "Message trace events recorded (buffered for RMQ_SYS_TRACE_DATA), by type",
+            lambda: [({"type": k}, float(v)) for k, v in trace.recorded.items()],
+        )
+        m.counter(
+            "rocketcluster_trace_events_dropped_total",
+            "Message trace events lost: the buffer was full, or the append failed",
+            lambda: [({"reason": k}, float(v)) for k, v in trace.dropped.items()],
         )
         m.gauge(
             "rocketmq_timer_pending_messages",

@@ -33,7 +33,14 @@ from rocketcluster.broker.messaging.quota import ProduceQuota
 from rocketcluster.broker.messaging.recent import RecentIds
 from rocketcluster.broker.messaging.registry import TopicRegistry
 from rocketcluster.broker.messaging.timers import encode_recall_handle
-from rocketcluster.broker.store import MessageStore, MessageToStore, PutResult, PutStatus
+from rocketcluster.broker.messaging.trace import TraceRecorder, now_ms
+from rocketcluster.broker.store import (
+    AppendedRecord,
+    MessageStore,
+    MessageToStore,
+    PutResult,
+    PutStatus,
+)
 
 MAX_MESSAGE_GROUP_BYTES = 64
 MAX_NAME_CHARS = 255  # tags, keys, property names
@@ -115,27 +122,49 @@ class SendService:
         self.write_refusal: str | None = None
         self.recent = RecentIds()
         self.quota = ProduceQuota()
+        # Server-side message traces (trace.py); None: nothing is traced.
+        self.trace: TraceRecorder | None = None
         store.dispatcher.record_listeners.append(self.recent.record)
 
-    async def send(self, messages: list[pb.Message], client_id: str) -> list[SendOutcome]:
-        """Store ``messages`` (one batch per request); one outcome per message."""
-        return await self._send([(m, client_id) for m in messages])
+    async def send(
+        self,
+        messages: list[pb.Message],
+        client_id: str,
+        *,
+        queue_id: int | None = None,
+        peer: str = "",
+    ) -> list[SendOutcome]:
+        """Store ``messages`` (one batch per request); one outcome per message.
+        ``queue_id``: the queue of every message instead of the one chosen for it (the
+        admin API's test message). ``peer``: the client's address (traces)."""
+        peers = {client_id: peer} if peer else None
+        return await self._send([(m, client_id) for m in messages], queue_id, peers)
 
     async def send_requests(
-        self, requests: Sequence[tuple[Sequence[pb.Message], str]]
+        self,
+        requests: Sequence[tuple[Sequence[pb.Message], str]],
+        peers: dict[str, str] | None = None,
     ) -> list[list[SendOutcome]]:
         """Several requests' messages (each with its client id) stored as one batch —
         one append, one flush or replication wait — and their outcomes per request.
         A front process hands the store process many one-message requests at once:
-        what each request would pay alone (a task, an append, a wait) is paid once."""
-        outcomes = await self._send([(m, client) for batch, client in requests for m in batch])
+        what each request would pay alone (a task, an append, a wait) is paid once.
+        ``peers``: each client id's address (traces)."""
+        outcomes = await self._send(
+            [(m, client) for batch, client in requests for m in batch], None, peers
+        )
         out, at = [], 0
         for batch, _ in requests:
             out.append(outcomes[at : at + len(batch)])
             at += len(batch)
         return out
 
-    async def _send(self, messages: list[tuple[pb.Message, str]]) -> list[SendOutcome]:
+    async def _send(
+        self,
+        messages: list[tuple[pb.Message, str]],
+        queue_id: int | None = None,
+        peers: dict[str, str] | None = None,
+    ) -> list[SendOutcome]:
         refusal = self.write_refusal
         if refusal is not None:
             return [
@@ -145,9 +174,12 @@ class SendService:
         prepared: list[_Prepared | SendOutcome] = []
         good: list[_Prepared] = []
         recent = self.recent
+        trace = self.trace
+        arrived = now_ms() if trace is not None else 0
+        traced: list[tuple[int, str]] = []  # (index in good, client id)
         for msg, client_id in messages:
             try:
-                item = self._prepare(msg, client_id)
+                item = self._prepare(msg, client_id, queue_id)
             except MessagingError as exc:
                 prepared.append(
                     SendOutcome(exc.code, exc.message, msg.system_properties.message_id)
@@ -173,6 +205,8 @@ class SendService:
                     continue
             prepared.append(item)
             good.append(item)
+            if trace is not None and trace.wants(item.topic, record.msg_id):
+                traced.append((len(good) - 1, client_id))
         if not good:  # every item is an outcome already
             return [p for p in prepared if isinstance(p, SendOutcome)]
         gate = self.gate
@@ -184,12 +218,18 @@ class SendService:
                 else SendOutcome(Code.HA_NOT_AVAILABLE, refusal, p.record.msg_id)
                 for p in prepared
             ]
+        put_at = now_ms() if traced else 0
         result = await self._store.put_batch([p.record for p in good])
+        if traced and trace is not None and result.records:
+            _trace_stored(trace, traced, good, result.records, peers or {}, (arrived, put_at))
         if result.ok and gate is not None:
             last = result.records[-1]
             replicated = await gate.wait_replicated(last.physical_offset + last.size)
             if replicated is not PutStatus.PUT_OK:
                 result = PutResult(replicated, result.records, f"replication: {replicated.value}")
+            elif traced and trace is not None:
+                for i, _ in traced:
+                    trace.replicated(good[i].record.msg_id, good[i].topic)
         if not result.ok:
             code = put_code(result.status)
             return [
@@ -219,7 +259,9 @@ class SendService:
             )
         return outcomes
 
-    def _prepare(self, msg: pb.Message, client_id: str) -> _Prepared:
+    def _prepare(
+        self, msg: pb.Message, client_id: str, chosen_queue: int | None = None
+    ) -> _Prepared:
         # Every check is guarded by a cheap test of the common case, and every field is
         # read once (each read of a protobuf field builds a Python object): this runs
         # for each message of each SendMessage.
@@ -285,8 +327,14 @@ class SendService:
             )
         if topic.max_produce_rate is not None:  # most topics have no limit
             self.quota.admit(topic)  # last: a refused message takes no token
-        if group:
-            queue_id = self._queue_for(topic, group)
+        if chosen_queue is not None:
+            if not 0 <= chosen_queue < topic.queues:
+                raise MessagingError(
+                    Code.BAD_REQUEST, f"topic {topic.name!r} has no queue {chosen_queue}"
+                )
+            queue_id = chosen_queue
+        elif group:
+            queue_id = self.queue_for(topic, group)
         else:
             queue_id = next(self._round_robin) % topic.queues
         # Built in C (NamedTuple's own __new__ is Python code): once per message.
@@ -374,10 +422,45 @@ class SendService:
         handle = encode_recall_handle(topic.name, fields.message_id, deliver_ms)
         return _Prepared(msg, record, TYPE_DELAY, topic.name, recall_handle=handle)
 
-    def _queue_for(self, topic: TopicSpec, message_group: str) -> int:
+    def queue_for(self, topic: TopicSpec, message_group: str) -> int:
+        """The queue of a message: its message group's hash (FIFO), else the next in
+        turn (also for dead letters the admin API resends: dead_letters.py)."""
         if message_group:
             return zlib.crc32(message_group.encode()) % topic.queues
         return next(self._round_robin) % topic.queues
+
+
+def _trace_stored(
+    trace: TraceRecorder,
+    traced: list[tuple[int, str]],
+    good: list[_Prepared],
+    appended: list[AppendedRecord],
+    peers: dict[str, str],
+    times: tuple[int, int],
+) -> None:
+    """The ``sent`` and ``stored`` events of a batch's traced messages (``times``:
+    when the request arrived, when the batch was appended)."""
+    arrived, put_at = times
+    for i, client_id in traced:
+        item, where = good[i], appended[i]
+        record = item.record
+        trace.sent(
+            record.msg_id,
+            item.topic,
+            client_id=client_id,
+            client_address=peers.get(client_id, ""),
+            born_timestamp=record.born_timestamp,
+            at=arrived,
+        )
+        trace.stored(
+            record.msg_id,
+            item.topic,
+            stored_topic=record.topic,
+            queue_id=record.queue_id,
+            queue_offset=where.queue_offset,
+            physical_offset=where.physical_offset,
+            store_timestamp=put_at,
+        )
 
 
 def delivery_ms(sp: pb.SystemProperties) -> int:

@@ -112,6 +112,14 @@ def client_id_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
     return client_id
 
 
+def _peer(context: Any) -> str:
+    """The client's address as gRPC names it ("ipv4:10.0.0.7:52114"), relayed by a
+    front process; "" when the context has none (a test's stand-in)."""
+    peer = getattr(context, "peer", None)
+    address = peer() if peer is not None else ""
+    return address if isinstance(address, str) else ""
+
+
 def send_response(outcomes: list[SendOutcome]) -> spb.SendMessageResponse:
     """A SendMessage answer: one entry per message. The common OK entry takes the
     shared OK Status (copied in C by ``add``) and only the fields it sets; setting the
@@ -337,7 +345,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         except MessagingError as exc:
             yield spb.TelemetryCommand(status=exc.to_status())
             return
-        outbox = self._rt.clients.open_stream(client_id)
+        outbox = self._rt.clients.open_stream(client_id, _peer(context))
 
         async def read() -> None:
             try:
@@ -373,7 +381,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         async def handle(client_id: str) -> spb.SendMessageResponse:
             if not request.messages:
                 raise MessagingError(Code.BAD_REQUEST, "no messages in the request")
-            outcomes = await self._rt.send.send(list(request.messages), client_id)
+            outcomes = await self._rt.send.send(
+                list(request.messages), client_id, peer=_peer(context)
+            )
             self._rt.after_send(outcomes)
             return send_response(outcomes)
 
@@ -394,6 +404,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         answers: list[spb.SendMessageResponse | None] = [None] * len(calls)
         batch: list[tuple[Any, str]] = []
         indexes: list[int] = []
+        peers: dict[str, str] = {}
         for i, (request, context) in enumerate(calls):
             client_id = header(context, "x-mq-client-id")
             if not client_id or not request.messages:
@@ -401,9 +412,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
                 continue
             batch.append((request.messages, client_id))
             indexes.append(i)
+            peers[client_id] = _peer(context)
         if batch:
             try:
-                results = await self._rt.send.send_requests(batch)
+                results = await self._rt.send.send_requests(batch, peers)
             except Exception as exc:
                 log.exception("SendMessage (a batch of %d) failed", len(batch))
                 failed = status(Code.INTERNAL_ERROR, f"SendMessage failed: {exc}")
