@@ -33,7 +33,7 @@ help:
 	@echo "make test   - lint, type-check and run every test (installs what it needs)"
 	@echo "make test-fresh - make test on a fresh clone of HEAD with an empty HOME and caches"
 	@echo "make bench  - benchmarks; JSON in bench/results/, a table on stdout"
-	@echo "make images - build the four container images (buildah); OCI archives in dist/images/"
+	@echo "make images - build the five container images (buildah); OCI archives in dist/images/"
 	@echo "              REGISTRY=ghcr.io/you tags them there, PUSH=1 pushes, ONLY=broker,operator"
 	@echo "make chart  - lint and package the Helm chart into dist/"
 	@echo "make lint   - ruff lint and format check"
@@ -72,8 +72,8 @@ generated: setup
 	$(RUN) python -m rocketcluster.operator.monitoring.generate --check
 
 typecheck: setup
-	$(RUN) mypy api/src broker/src controller/src ctl/src operator/src e2e/src spark-jobs/src \
-	  api/tests broker/tests controller/tests ctl/tests operator/tests e2e/tests e2e/local e2e/k8s e2e/monitoring spark-jobs/tests
+	$(RUN) mypy api/src broker/src console/src controller/src ctl/src operator/src e2e/src spark-jobs/src \
+	  api/tests broker/tests console/tests controller/tests ctl/tests operator/tests e2e/tests e2e/local e2e/k8s e2e/monitoring spark-jobs/tests
 
 # Three pytest-xdist workers on two cores: while one waits on a failover, a roll or a
 # long poll, the others compute (e2e/src/rocketcluster/e2e/test_order.py: slow files
@@ -116,8 +116,9 @@ debs:
 	    || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
 	fi
 
-# The official Node.js client the e2e tests drive (e2e/node): exactly what its lock
-# file names, from the npm registry; Node.js and npm from Debian when missing.
+# The official Node.js client the e2e tests drive and axe-core, the accessibility
+# checker the console's browser tests inject (e2e/node): exactly what its lock file
+# names, from the npm registry; Node.js and npm from Debian when missing.
 NODE_DIR := e2e/node
 node-deps: $(NODE_DIR)/node_modules/.installed
 
@@ -179,6 +180,7 @@ bench: setup debs
 	$(RUN) rocketctl bench tier --out bench/results
 	$(RUN) rocketctl bench clients --out bench/results
 	$(RUN) rocketctl bench controller --out bench/results
+	$(RUN) rocketctl bench console --out bench/results
 	$(RUN) rocketctl bench replication --out bench/results
 	$(RUN) rocketctl bench drain --out bench/results
 	$(RUN) rocketctl bench switchover --out bench/results

@@ -176,6 +176,25 @@ def bench_controller(out_dir: Path, trials: int, seconds: float, work_dir: Path)
     click.echo(f"results: {path}")
 
 
+@bench.command("console")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option("--topics", type=click.IntRange(1, 5000), default=200, show_default=True)
+@click.option("--groups", type=click.IntRange(1, 5000), default=100, show_default=True)
+@click.option("--rounds", type=click.IntRange(3, 1000), default=30, show_default=True)
+@click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/console"))
+def bench_console(out_dir: Path, topics: int, groups: int, rounds: int, work_dir: Path) -> None:
+    """Page load times (p50/p95) of the web console over many topics and groups."""
+    from rocketcluster.ctl.bench.console_bench import run_console_bench
+
+    result = run_console_bench(
+        work_dir, topics=topics, groups=groups, rounds=rounds, say=lambda s: click.echo(s, err=True)
+    )
+    path = write_results(out_dir, "console", result)
+    for name, row in result["pages"].items():
+        click.echo(f"{name:<16} p50 {row['p50_ms']:>7.1f} ms   p95 {row['p95_ms']:>7.1f} ms")
+    click.echo(f"results: {path}")
+
+
 @bench.command("replication")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
 @click.option("--seconds", type=float, default=5.0, show_default=True)
@@ -619,10 +638,15 @@ def demo_cluster(manifest: Path, directory: Path, seconds: float, as_json: bool)
     except _EXPECTED as exc:
         raise _failed(exc, directory / "logs") from exc
     _finish(report, "nothing lost: every acknowledged message was read back", as_json)
+    if not as_json:
+        from rocketcluster.ctl.demo_text import console_lines
+
+        click.echo("\n".join(console_lines(str(manifest))))
 
 
 def _register() -> None:
     from rocketcluster.ctl.admin_cli import COMMANDS
+    from rocketcluster.ctl.console_cli import COMMANDS as CONSOLE_COMMANDS
     from rocketcluster.ctl.controller_cli import COMMANDS as CONTROLLER_COMMANDS
     from rocketcluster.ctl.local_cli import local
     from rocketcluster.ctl.render_cli import render
@@ -634,6 +658,7 @@ def _register() -> None:
     main.add_command(render)
     for command in [
         *COMMANDS,
+        *CONSOLE_COMMANDS,
         *CONTROLLER_COMMANDS,
         *REPORT_COMMANDS,
         *TIER_COMMANDS,
