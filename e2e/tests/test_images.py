@@ -2,7 +2,8 @@
 broker image built (once per session) and run with buildah — ``rocketctl --help``
 inside it, then a standalone broker inside it that the official RocketMQ 5 client on
 this host produces to and consumes from, stopped by PID with nothing left behind and
-nothing written outside /tmp and its mounted directories."""
+nothing written outside /tmp and its mounted directories; the console image built and
+started on the config the operator renders for it."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rocketcluster.api.cluster import load_manifest
+from rocketcluster.api.cluster import RocketCluster, load_manifest
+from rocketcluster.api.kube import CONFIG_DIR
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.testing import FAST_TUNING, quiet_official_client
 from rocketcluster.ctl.workload import consume, produce
@@ -44,6 +46,7 @@ from rocketcluster.e2e.images.plan import (
     parse_pins,
 )
 from rocketcluster.e2e.kube import procfs
+from rocketcluster.operator.render.console import render as render_console
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = ROOT / "images"
@@ -304,3 +307,89 @@ def test_the_broker_image_is_archived_and_pushed_with_its_labels(
     finally:
         remove_image(pushed_tag)  # the registry tag only; the local image stays
     assert inspect_image(pushed_tag) is None and inspect_image(broker_image.plan.tag)
+
+
+# --- the console image ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def console_image() -> Built:
+    """The console image, built as ``make images ONLY=console`` builds it."""
+    try:
+        (built,) = build_images(Settings(only=("console",)), root=ROOT, out=sys.stderr)
+    except (tools.ToolMissing, tools.CommandFailed, BuildError, WorkspaceError) as exc:
+        pytest.fail(str(exc))
+    return built
+
+
+@pytest.mark.images("console")
+def test_the_console_image_serves_the_config_the_operator_renders(
+    console_image: Built, tmp_path: Path
+) -> None:
+    """What the operator's console pod does, in the image: the rendered console.json
+    mounted read-only at /etc/rocketcluster, the image's entry point with the pod's
+    arguments (but a loopback port of this test's), running as uid 10001 and answering
+    /healthz; stopped by PID."""
+    tag = console_image.plan.tag
+    info = inspect_image(tag)
+    assert info is not None
+    assert {k: info.labels.get(k) for k in console_image.plan.labels} == console_image.plan.labels
+    assert info.user == f"{RUN_AS}:{RUN_AS}"
+    assert info.entrypoint == ["rocketcluster-console"]
+    assert info.env["HOME"] == "/tmp"
+    data = load_manifest(ROOT / "examples" / "cluster.yaml").model_dump(by_alias=True)
+    data["spec"]["console"] = {"enabled": True}
+    objects = render_console(RocketCluster.model_validate(data))
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == info.entrypoint
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    for key, text in config_map["data"].items():
+        (config_dir / key).write_text(text)
+        (config_dir / key).chmod(0o644)
+    config_dir.chmod(0o755)  # the image's user reads it, as from a ConfigMap volume
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = list(container["args"])
+    args[args.index("--listen") + 1] = f"127.0.0.1:{port}"
+    log = tmp_path / "console.log"
+    with working_container(tag, "console") as name, log.open("wb") as out:
+        argv = run_argv(
+            name, [*container["command"], *args], volumes=[(str(config_dir), CONFIG_DIR, True)]
+        )
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                    if answer.status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, f"no /healthz: {log.read_text()}"
+                time.sleep(0.2)
+            inside = [
+                p
+                for p in procfs.descendants(proc.pid)
+                if "rocketcluster-console" in procfs.cmdline(p)
+            ]
+            assert inside and {procfs.uid(p) for p in inside} == {RUN_AS}
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert name not in container_names()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketcluster.api.cluster import load_manifest
+from rocketcluster.api.cluster import RocketCluster, load_manifest
 from rocketcluster.e2e.images import cache, tools
 from rocketcluster.e2e.images.buildah import parse_inspect, run_argv
 from rocketcluster.e2e.images.catalogue import (
@@ -62,13 +62,20 @@ WORKSPACE = Workspace(root=ROOT, version="1.2.3", revision="abc123", licenses="N
 # --- what to build -------------------------------------------------------------------
 
 
-def test_all_four_deployables_by_default_and_a_selection_in_catalogue_order() -> None:
-    assert [s.name for s in select(None)] == ["broker", "controller", "operator", "spark-jobs"]
+def test_all_five_deployables_by_default_and_a_selection_in_catalogue_order() -> None:
+    assert [s.name for s in select(None)] == [
+        "broker",
+        "controller",
+        "operator",
+        "console",
+        "spark-jobs",
+    ]
     assert [s.name for s in select(["spark-jobs", "broker"])] == ["broker", "spark-jobs"]
 
 
 def test_an_unknown_image_names_the_choices() -> None:
-    with pytest.raises(UnknownImage, match=r"'brokers'.*broker, controller, operator, spark"):
+    choices = r"broker, controller, operator, console, spark-jobs"
+    with pytest.raises(UnknownImage, match=rf"'brokers'.*{choices}"):
         select(["brokers"])
 
 
@@ -346,15 +353,21 @@ def test_each_containerfile_matches_its_catalogue_entry(spec: ImageSpec) -> None
         assert f'"{dist}==${{VERSION}}"' in text
 
 
-def test_broker_and_controller_images_start_what_the_operator_s_pods_run() -> None:
-    cluster = load_manifest(ROOT / "examples" / "cluster.yaml")
+def test_broker_controller_and_console_images_start_what_the_operator_s_pods_run() -> None:
+    data = load_manifest(ROOT / "examples" / "cluster.yaml").model_dump(by_alias=True)
+    data["spec"]["console"] = {"enabled": True}
+    cluster = RocketCluster.model_validate(data)
     commands = {
         c["name"]: c["command"][0]
         for obj in render_cluster(cluster)
         if obj["kind"] in ("StatefulSet", "Deployment")
         for c in obj["spec"]["template"]["spec"]["containers"]
     }
-    assert commands == {"broker": "rocketcluster-broker", "controller": "rocketcluster-controller"}
+    assert commands == {
+        "broker": "rocketcluster-broker",
+        "controller": "rocketcluster-controller",
+        "console": "rocketcluster-console",
+    }
     for name, command in commands.items():
         assert f'ENTRYPOINT ["{command}"]' in containerfile(name)
     assert 'ENTRYPOINT ["rocketcluster-operator"]' in containerfile("operator")

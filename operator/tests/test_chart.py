@@ -321,6 +321,10 @@ def test_pod_monitor_scrapes_every_broker_and_controller_pod(
     conventions); the operator's own pod is not."""
     workloads = ("StatefulSet", "Deployment")
     templates = [o["spec"]["template"] for o in operand_objects() if o["kind"] in workloads]
+    # The console (spec.console) serves no /metrics: never scraped.
+    consoles = [t for t in templates if t["metadata"]["labels"][kube.LABEL_COMPONENT] == "console"]
+    templates = [t for t in templates if t not in consoles]
+    assert consoles
     jobs = {kube.COMPONENT_BROKER: BROKER_JOB, kube.COMPONENT_CONTROLLER: CONTROLLER_JOB}
     for case, namespaces in (
         ("cluster-wide-everything", {"any": True}),
@@ -351,6 +355,8 @@ def test_pod_monitor_scrapes_every_broker_and_controller_pod(
         assert components == set(jobs)
         (operator,) = by_kind(rendered[case], "Deployment")
         assert not _selects(spec["selector"], operator["spec"]["template"]["metadata"]["labels"])
+        for template in consoles:
+            assert not _selects(spec["selector"], template["metadata"]["labels"])
 
 
 def test_the_relabel_check_follows_prometheus() -> None:

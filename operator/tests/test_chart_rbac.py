@@ -67,8 +67,9 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
     # observe.py / catalogue.py list; reconcile.py _act deletes (roll); get and patch are
     # what render/brokers.py pod_label_rbac grants the brokers (escalation rule).
     ("", "pods"): {"list", "delete", "get", "patch"},
-    # Applied (apply.py: patch, and create in merge mode); deleted by _remove_group.
-    ("", "services"): {"create", "patch", "delete"},
+    # Applied (apply.py: patch, and create in merge mode); deleted by _remove_group,
+    # and the console's listed and deleted when spec.console goes (prune.py).
+    ("", "services"): {"list", "create", "patch", "delete"},
     # Also monitoring and health report objects (prune.py): listed to find the stale
     # ones, which are deleted.
     ("", "configmaps"): {"list", "create", "patch", "delete"},
@@ -77,10 +78,12 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
     ("monitoring.coreos.com", "prometheusrules"): {"list", "create", "patch", "delete"},
     ("policy", "poddisruptionbudgets"): {"create", "patch", "delete"},
     ("apps", "statefulsets"): {"list", "create", "patch", "delete"},
-    # Applied; deployments also listed by observe.py.
+    # Applied; deployments also listed by observe.py, and the console's deleted when
+    # spec.console goes (prune.py), as its Ingress.
     ("", "persistentvolumeclaims"): {"create", "patch"},
     ("", "serviceaccounts"): {"create", "patch"},
-    ("apps", "deployments"): {"list", "create", "patch"},
+    ("apps", "deployments"): {"list", "create", "patch", "delete"},
+    ("networking.k8s.io", "ingresses"): {"list", "create", "patch", "delete"},
     ("rbac.authorization.k8s.io", "roles"): {"create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"create", "patch"},
 }

@@ -66,6 +66,34 @@ def test_render_matches_snapshot(example: str) -> None:
     )
 
 
+def test_console_render_matches_snapshot() -> None:
+    """The console's objects (spec.console) with TLS, auth, the health reports and an
+    Ingress: examples/secure.yaml with every console option on."""
+    data = load_manifest(REPO / "examples" / "secure.yaml").model_dump(mode="json", by_alias=True)
+    data["spec"]["healthReports"] = {"schedule": "@daily"}
+    data["spec"]["console"] = {
+        "enabled": True,
+        "replicas": 2,
+        "service": {"type": "LoadBalancer", "annotations": {"team": "messaging"}},
+        "ingress": {
+            "enabled": True,
+            "host": "rocket.example.com",
+            "className": "nginx",
+            "tlsSecretName": "rocket-web-tls",
+        },
+    }
+    objects = render_cluster(RocketCluster.model_validate(data))
+    text = to_yaml(
+        [o for o in objects if o["metadata"]["labels"][kube.LABEL_COMPONENT] == "console"]
+    )
+    snapshot = SNAPSHOTS / "console.yaml"
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        snapshot.write_text(text)
+    assert text == snapshot.read_text(), (
+        f"rendering of the console changed: review, then UPDATE_SNAPSHOTS=1 pytest {__file__}"
+    )
+
+
 @pytest.mark.parametrize("version", [OLDEST, NEWEST])
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_every_object_is_valid_kubernetes(example: str, version: str) -> None:

@@ -277,6 +277,10 @@ async def client() -> AsyncIterator[KubeClient]:
             ("v1/configmaps", "ConfigMap"),
             ("v1/persistentvolumeclaims", "PersistentVolumeClaim"),
             ("batch/v1/cronjobs", "CronJob"),
+            # What the reconciler's prune lists for the other parts (the console).
+            ("v1/services", "Service"),
+            ("apps/v1/deployments", "Deployment"),
+            ("networking.k8s.io/v1/ingresses", "Ingress"),
         ):
             api.resources[key] = kmock.ResourceInfo(kind=kind, verbs=verbs, namespaced=True)
         async with KubeClient(Connection(server=str(api.url).rstrip("/"))) as kube_client:

@@ -10,6 +10,9 @@ The operator's permissions, derived from what it calls (and nothing more):
 - render/health_reports.py: a cluster's health report CronJob and price-table
   ConfigMap, listed to delete them when spec.healthReports goes (prune.py), and the
   reports' volume (applied, never deleted);
+- render/console.py: a cluster's console ConfigMap, Deployment, Service and Ingress,
+  listed to delete them when spec.console is switched off (prune.py); the console
+  itself calls no Kubernetes API and gets no permission;
 - the RBAC escalation rule: the operator creates a Role letting each broker get and
   patch its own pod (render/brokers.py pod_label_rbac) and binds it, so it must hold
   those permissions itself.
@@ -54,10 +57,11 @@ that every call is allowed and that nothing else is.
   resources: ["pods"]
   verbs: ["get", "list", "patch", "delete"]
 # Rendered and applied (create, patch); a removed broker group's config and Services
-# are deleted (reconcile.py _remove_group).
+# are deleted (reconcile.py _remove_group); the console's Service is listed to delete
+# it when spec.console is switched off (prune.py).
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["list", "create", "patch", "delete"]
 # ConfigMaps also hold a cluster's Grafana dashboards (spec.monitoring) and its
 # health reports' price table (spec.healthReports): the operator lists them to delete
 # those the spec no longer asks for (prune.py).
@@ -79,10 +83,16 @@ that every call is allowed and that nothing else is.
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["list", "create", "patch", "delete"]
-# Controller members: observed (list) and applied one at a time by the roller.
+# Controller members: observed (list) and applied one at a time by the roller; the
+# console's (spec.console): applied, deleted when it is switched off (prune.py).
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["list", "create", "patch"]
+  verbs: ["list", "create", "patch", "delete"]
+# The console's Ingress (spec.console.ingress): applied, listed and deleted when it
+# is switched off (prune.py).
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["list", "create", "patch", "delete"]
 # The Spark health reports (spec.healthReports): applied, listed and deleted when
 # healthReports is removed (prune.py).
 - apiGroups: ["batch"]

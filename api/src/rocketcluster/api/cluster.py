@@ -344,6 +344,139 @@ class PlacementSpec(_Model):
     zones: list[str] = Field(default_factory=list)
 
 
+class ServiceType(StrEnum):
+    """How a Service is reached (Kubernetes' own terms)."""
+
+    CLUSTER_IP = "ClusterIP"
+    NODE_PORT = "NodePort"
+    LOAD_BALANCER = "LoadBalancer"
+
+
+CONSOLE_PORT = 8090
+# A host name as an Ingress rule takes it: DNS labels, optionally under one leading
+# wildcard label (``*.example.com``).
+INGRESS_HOST_PATTERN = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+class ConsoleServiceSpec(_Model):
+    """The console's Service ``<cluster>-console``."""
+
+    type: ServiceType = Field(
+        default=ServiceType.CLUSTER_IP,
+        description=(
+            "ClusterIP (reach it through an Ingress or kubectl port-forward), NodePort or "
+            "LoadBalancer"
+        ),
+    )
+    port: int = Field(
+        default=CONSOLE_PORT,
+        ge=1,
+        le=65535,
+        description="the Service's port (the container always listens on 8090)",
+    )
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="annotations of the Service, e.g. a cloud load balancer's settings",
+    )
+
+
+_INGRESS_RULES: JsonValue = [
+    {
+        "rule": "!self.enabled || (has(self.host) && self.host != '')",
+        "message": "ingress.enabled needs ingress.host: the host name the console is "
+        "served at (e.g. console.example.com)",
+    },
+]
+
+
+class ConsoleIngressSpec(_Model):
+    """An Ingress ``<cluster>-console`` in front of the console's Service."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _INGRESS_RULES})
+
+    enabled: bool = Field(default=False, description="render the Ingress (needs host)")
+    host: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=INGRESS_HOST_PATTERN,
+        description="the host name the console is served at, e.g. console.example.com",
+    )
+    class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=_K8S_NAME_PATTERN,
+        description="the IngressClass (ingressClassName); default: the cluster's default class",
+    )
+    path: str = Field(
+        default="/",
+        max_length=1024,
+        pattern=r"^/[^\s]*$",
+        description="the path prefix the console is served under (pathType Prefix)",
+    )
+    tls_secret_name: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=_K8S_NAME_PATTERN,
+        description=(
+            "a Secret (tls.crt, tls.key) for HTTPS at the Ingress for host; none: plain HTTP "
+            "unless the Ingress controller terminates TLS on its own"
+        ),
+    )
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="annotations of the Ingress, e.g. cert-manager's or the controller's",
+    )
+
+    @model_validator(mode="after")
+    def _host_when_enabled(self) -> Self:
+        if self.enabled and not self.host:
+            raise ValueError(
+                "ingress.enabled needs ingress.host: the host name the console is served at "
+                "(e.g. console.example.com)"
+            )
+        return self
+
+
+class ConsoleSpec(_Model):
+    """The web console (``rocketcluster-console``): pages to see and operate the
+    cluster, reading it only through the controllers' and brokers' admin APIs. The
+    operator renders its config, Deployment and Service (and an Ingress when asked);
+    ``enabled: false`` or removing the section removes them."""
+
+    enabled: bool = Field(default=False, description="run the console")
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=10,
+        description=(
+            "console pods; more than one share the session key. With healthReports on a "
+            "ReadWriteOnce volume, pods on another node than the report job cannot mount it"
+        ),
+    )
+    image: str = Field(
+        default="",
+        max_length=512,
+        description=(
+            "the console's image; empty: the rocketcluster-console image released with "
+            "spec.image (same registry and tag). Required when spec.image is not a "
+            "rocketcluster-broker image"
+        ),
+    )
+    resources: ResourcesSpec = Field(
+        default_factory=lambda: ResourcesSpec(
+            requests={"cpu": "50m", "memory": "128Mi"}, limits={"memory": "512Mi"}
+        ),
+        description="the console container's resources",
+    )
+    service: ConsoleServiceSpec = Field(
+        default_factory=ConsoleServiceSpec, description="the console's Service"
+    )
+    ingress: ConsoleIngressSpec = Field(
+        default_factory=ConsoleIngressSpec, description="an Ingress for the console (off)"
+    )
+
+
 class ImagePullPolicy(StrEnum):
     ALWAYS = "Always"
     IF_NOT_PRESENT = "IfNotPresent"
@@ -356,6 +489,7 @@ CONTROLLER_IMAGE_NAME = "rocketcluster-controller"
 
 
 SPARK_JOBS_IMAGE_NAME = "rocketcluster-spark-jobs"
+CONSOLE_IMAGE_NAME = "rocketcluster-console"
 # spec.image values that name one of our broker images (by tag, not digest): their
 # twins can be derived. The CEL rule below says the same as _twin.
 OUR_BROKER_IMAGE = rf"^([^@]*/)?{BROKER_IMAGE_NAME}(:[^/@]+)?$"
@@ -389,6 +523,13 @@ def spark_jobs_image_for(broker_image: str) -> str | None:
     return _twin(broker_image, SPARK_JOBS_IMAGE_NAME)
 
 
+def console_image_for(broker_image: str) -> str | None:
+    """The console image released with ``broker_image`` (the same build, registry and
+    tag), so a new ``spec.image`` moves the console along; None when it cannot be
+    derived (a broker image does not carry the console)."""
+    return _twin(broker_image, CONSOLE_IMAGE_NAME)
+
+
 _CLUSTER_RULES: JsonValue = [
     {
         "rule": "self.brokers.replicas == 1 || self.controller.replicas > 0",
@@ -404,6 +545,17 @@ _CLUSTER_RULES: JsonValue = [
         f"|| self.image.matches('{OUR_BROKER_IMAGE}')",
         "message": "healthReports.image is needed when spec.image is not a "
         f"{BROKER_IMAGE_NAME} image by tag (its {SPARK_JOBS_IMAGE_NAME} twin cannot be derived)",
+    },
+    {
+        "rule": "!has(self.console) || !self.console.enabled || self.controller.replicas > 0",
+        "message": "console.enabled needs controllers (controller.replicas 1, 3 or 5): the "
+        "console reads the cluster through their admin API",
+    },
+    {
+        "rule": "!has(self.console) || !self.console.enabled || self.console.image != '' "
+        f"|| self.image.matches('{OUR_BROKER_IMAGE}')",
+        "message": "console.image is needed when spec.image is not a "
+        f"{BROKER_IMAGE_NAME} image by tag (its {CONSOLE_IMAGE_NAME} twin cannot be derived)",
     },
 ]
 
@@ -432,6 +584,10 @@ class RocketClusterSpec(_Model):
     users: list[UserSpec] = Field(default_factory=list, json_schema_extra=LIST_MAP_BY_NAME)
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
     health_reports: HealthReportsSpec | None = None
+    console: ConsoleSpec = Field(
+        default_factory=ConsoleSpec,
+        description="the web console (off unless enabled)",
+    )
     security: SecuritySpec = Field(default_factory=SecuritySpec)
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
 
@@ -457,6 +613,24 @@ class RocketClusterSpec(_Model):
             raise ValueError(
                 f"healthReports.image is needed: spec.image {self.image!r} is not a "
                 f"{BROKER_IMAGE_NAME} image by tag, so its {SPARK_JOBS_IMAGE_NAME} twin "
+                "cannot be derived"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _console_can_run(self) -> Self:
+        console = self.console
+        if not console.enabled:
+            return self
+        if self.controller.replicas == 0:
+            raise ValueError(
+                "console.enabled needs controllers (controller.replicas 1, 3 or 5): the "
+                "console reads the cluster through their admin API"
+            )
+        if not console.image and console_image_for(self.image) is None:
+            raise ValueError(
+                f"console.image is needed: spec.image {self.image!r} is not a "
+                f"{BROKER_IMAGE_NAME} image by tag, so its {CONSOLE_IMAGE_NAME} twin "
                 "cannot be derived"
             )
         return self
@@ -502,6 +676,14 @@ class RocketClusterSpec(_Model):
         image = reports.image or derived
         if not image:
             raise ValueError("healthReports.image is needed (spec.image has no Spark twin)")
+        return image
+
+    def console_image(self) -> str:
+        """The image the console runs: ``console.image``, or the console twin of
+        ``image`` (:func:`console_image_for`); the validators make sure one exists."""
+        image = self.console.image or console_image_for(self.image)
+        if not image:
+            raise ValueError("console.image is needed (spec.image has no console twin)")
         return image
 
 

@@ -128,11 +128,15 @@ def real_helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
 
 def operand_objects() -> list[dict[str, Any]]:
     """Everything the operator renders for the repository's example clusters, with
-    every monitoring option on and a uid (as the API server gives it)."""
+    every monitoring option on, the console with its Ingress where there are
+    controllers, and a uid (as the API server gives it)."""
     objects = []
     for name in ("cluster.yaml", "standalone.yaml", "health-reports.yaml"):
         data = load_manifest(REPO / "examples" / name).model_dump(mode="json", by_alias=True)
         data["spec"]["monitoring"] = dict.fromkeys(data["spec"]["monitoring"], True)
+        if data["spec"]["controller"]["replicas"] > 0:
+            ingress = {"enabled": True, "host": "console.example.com"}
+            data["spec"]["console"] = {"enabled": True, "ingress": ingress}
         data["metadata"]["uid"] = "0b8e1f8e-0000-4000-8000-000000000000"
         objects += render_cluster(RocketCluster.model_validate(data))
     return objects

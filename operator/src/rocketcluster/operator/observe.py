@@ -68,6 +68,25 @@ def pod_state(
     )
 
 
+def _component(obj: dict[str, Any]) -> str | None:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    value = labels.get(kube.LABEL_COMPONENT)
+    return str(value) if value is not None else None
+
+
+def is_controller_member(workload: dict[str, Any]) -> bool:
+    """A rendered controller member's Deployment (the console's is a Deployment too)."""
+    return workload.get("kind") == "Deployment" and _component(workload) == (
+        kube.COMPONENT_CONTROLLER
+    )
+
+
+def orchestrated(workload: dict[str, Any]) -> bool:
+    """A workload the operator rolls itself: a broker group's StatefulSet or a
+    controller member's Deployment."""
+    return workload.get("kind") == "StatefulSet" or is_controller_member(workload)
+
+
 def slaves_caught_up(infos: list[dict[str, Any] | None]) -> dict[int, float | None] | None:
     """From a group's brokers' admin answers: the master's report of when each slave
     last caught up, by broker id; None when no master reports it (older brokers)."""
@@ -128,7 +147,10 @@ class Observer:
             self._client.list("apps/v1", "Deployment", ns, selector),
         )
         now = datetime.now(UTC)
-        workloads = {w["metadata"]["name"]: w for w in statefulsets + deployments}
+        # Controller members only: the console's Deployment is no member (items of a
+        # list may come without their kind, hence the label).
+        members = [d for d in deployments if _component(d) == kube.COMPONENT_CONTROLLER]
+        workloads = {w["metadata"]["name"]: w for w in statefulsets + members}
         controllers, admin = self._controllers(cluster, desired, workloads, pods, now)
         views: dict[str, dict[str, Any]] = {}
         catalogue = None

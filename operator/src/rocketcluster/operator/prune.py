@@ -1,8 +1,8 @@
-"""Removing what a spec switch no longer asks for. Monitoring (``spec.monitoring``) and
-the health reports (``spec.healthReports``) are parts of a cluster that come and go
-with the spec: their objects carry one component label each, and those that exist
-but are no longer rendered are deleted. Server-side apply only ever adds and
-changes; this is the other half."""
+"""Removing what a spec switch no longer asks for. Monitoring (``spec.monitoring``),
+the health reports (``spec.healthReports``) and the console (``spec.console``) are
+parts of a cluster that come and go with the spec: their objects carry one component
+label each, and those that exist but are no longer rendered are deleted. Server-side
+apply only ever adds and changes; this is the other half."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 from rocketcluster.api import kube
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.operator.kube.client import KubeApiError, KubeClient
-from rocketcluster.operator.render import health_reports, monitoring
+from rocketcluster.operator.render import console, health_reports, monitoring
 from rocketcluster.operator.render.meta import component_selector
 
 ObjectKey = tuple[str, str, str]  # (apiVersion, kind, name)
@@ -35,7 +35,8 @@ MONITORING = Switchable(
     monitoring.COMPONENT, monitoring.KINDS, "MonitoringRemoved", monitoring.MONITORING_API
 )
 HEALTH_REPORTS = Switchable(health_reports.COMPONENT, health_reports.KINDS, "HealthReportRemoved")
-SWITCHABLE = (MONITORING, HEALTH_REPORTS)
+CONSOLE = Switchable(console.COMPONENT, console.KINDS, "ConsoleRemoved")
+SWITCHABLE = (MONITORING, HEALTH_REPORTS, CONSOLE)
 
 
 def object_key(obj: dict[str, Any]) -> ObjectKey:

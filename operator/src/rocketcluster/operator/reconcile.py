@@ -26,7 +26,12 @@ from rocketcluster.operator import prune
 from rocketcluster.operator.admin import AdminError, ControllerAdmin
 from rocketcluster.operator.kube.apply import Applier, digest
 from rocketcluster.operator.kube.client import KubeApiError, KubeClient
-from rocketcluster.operator.observe import Observed, Observer
+from rocketcluster.operator.observe import (
+    Observed,
+    Observer,
+    is_controller_member,
+    orchestrated,
+)
 from rocketcluster.operator.orchestrate.assess import Assessment, assess
 from rocketcluster.operator.orchestrate.broker_roll import next_group_step
 from rocketcluster.operator.orchestrate.controller_roll import next_controller_step
@@ -108,9 +113,9 @@ class ClusterReconciler:
             await self._write_status(body, status, memory)
             return status
         self._observer.admin_token = await self._users.sync(cluster)
-        workloads = {
-            o["metadata"]["name"]: o for o in rendered if o["kind"] in ("StatefulSet", "Deployment")
-        }
+        # What the orchestration rolls: broker groups and controller members (not the
+        # console's Deployment, which rolls itself).
+        workloads = {o["metadata"]["name"]: o for o in rendered if orchestrated(o)}
         # 2. observe what runs
         observed = await self._observer.observe(cluster, workloads)
         # 3. apply what needs no orchestration; workloads as the orchestration allows
@@ -157,7 +162,7 @@ class ClusterReconciler:
         for obj in rendered:
             name = obj["metadata"]["name"]
             live = observed.workloads.get(name)
-            stale_member = obj["kind"] == "Deployment" and live is not None
+            stale_member = is_controller_member(obj) and live is not None
             if stale_member and _template_hash(live or {}) != _template_hash(obj):
                 continue  # a controller member rolls only when the roller says so
             wanted = obj

@@ -1,5 +1,6 @@
-"""``security.auth`` in the API server: the admin token Secret, one Secret per user and
-the users Secret the brokers mount (what each holds: render/auth.py).
+"""``security.auth`` in the API server: the admin token Secret, one Secret per user,
+the users Secret the brokers mount and, with ``spec.console``, the console's session
+key Secret (what each holds: render/auth.py).
 
 :class:`UsersReconciler` keeps them, for a cluster on every tick (``sync``) and for a
 RocketUser when it changes (``put``): a Secret that holds a key is never
@@ -93,6 +94,8 @@ class UsersReconciler:
             )
         }
         token = await self._admin_token(cluster, known)
+        if auth.console_needs_session_key(cluster):
+            await self._console_session_key(cluster, known)
         users = [await self._credentials(cluster, user, None, known) for user in cluster.spec.users]
         named = {u.access_key for u in users}
         for body in await self._rocket_users(cluster):
@@ -129,6 +132,18 @@ class UsersReconciler:
             token = generate_admin_token()
             await self._applier.apply(auth.admin_token_secret(cluster, token))
         return token
+
+    async def _console_session_key(
+        self, cluster: RocketCluster, known: dict[str, dict[str, Any]] | None = None
+    ) -> None:
+        """The console's session key: made once with a random key, then kept (as a
+        user's secret key: one that holds a key of 16 characters or more is never
+        overwritten)."""
+        name = auth.console_session_secret_name(cluster)
+        live = await self._secret(cluster, name, known)
+        key = auth.secret_text(live, auth.SESSION_KEY)
+        if key is None or len(key) < 16:
+            await self._applier.apply(auth.console_session_secret(cluster, generate_secret_key()))
 
     async def _credentials(
         self,

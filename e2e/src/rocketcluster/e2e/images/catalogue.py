@@ -1,4 +1,4 @@
-"""What there is to build: the base images and the four deployables. Pure data.
+"""What there is to build: the base images and the five deployables. Pure data.
 
 Each image's Containerfile is ``images/<name>/Containerfile``; its context is made by
 the builder: ``requirements.txt`` (the third-party pins it installs) and ``wheels/``
@@ -85,6 +85,13 @@ IMAGES: tuple[ImageSpec, ...] = (
         base=BASE,
         lock_packages=("rocketcluster-operator",),
         project=("rocketcluster-api", "rocketcluster-operator"),
+    ),
+    ImageSpec(
+        name="console",
+        title="rocketcluster-console",
+        base=BASE,
+        lock_packages=("rocketcluster-console",),
+        project=("rocketcluster-api", "rocketcluster-console"),
     ),
     ImageSpec(
         name="spark-jobs",

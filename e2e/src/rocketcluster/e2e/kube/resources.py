@@ -144,6 +144,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("batch/v1", "jobs", "Job", status=True, categories=_ALL),
     _rt("batch/v1", "cronjobs", "CronJob", short=("cj",), status=True, categories=_ALL),
     _rt("coordination.k8s.io/v1", "leases", "Lease"),
+    # A RocketCluster's console Ingress (spec.console.ingress): stored, never served.
+    _rt("networking.k8s.io/v1", "ingresses", "Ingress", short=("ing",), status=True),
     _rt(
         "monitoring.coreos.com/v1",
         "servicemonitors",

@@ -9,7 +9,12 @@
   own; rotating is editing or deleting its data — as Strimzi's KafkaUser.
 - ``<cluster>-users``, key ``users.json``: every user's keys and permissions, built
   by the reconciler from the two above and mounted into the brokers, which re-read it
-  when the kubelet updates the mount (no restart, no pod hash change).
+  when the kubelet updates the mount (no restart, no pod hash change);
+- ``<cluster>-console-session``, key ``sessionKey``: what the console signs its
+  sign-in sessions with (``spec.console`` with auth on), shared by its replicas; made
+  by the operator when missing (a random key), never overwritten — deleting its data
+  signs everybody out. It stays when the console or auth is switched off, as the
+  admin token does.
 
 The rendered process configs only name the mounted files (``auth`` field).
 """
@@ -43,6 +48,7 @@ USERS_DIR: Final = f"{AUTH_ROOT}/users"
 TOKEN_DIR: Final = f"{AUTH_ROOT}/admin"
 USERS_VOLUME: Final = "auth-users"
 TOKEN_VOLUME: Final = "auth-admin-token"
+SESSION_KEY: Final = "sessionKey"
 COMPONENT: Final = "auth"
 
 
@@ -115,6 +121,20 @@ def _secret(cluster: RocketCluster, name: str, data: dict[str, str]) -> K8sObjec
 
 def admin_token_secret(cluster: RocketCluster, token: str) -> K8sObject:
     return _secret(cluster, token_secret(cluster), {ADMIN_TOKEN_KEY: token})
+
+
+def console_session_secret_name(cluster: RocketCluster) -> str:
+    return f"{cluster.name}-console-session"
+
+
+def console_session_secret(cluster: RocketCluster, key: str) -> K8sObject:
+    """The console's session signing key (see the module's docstring)."""
+    return _secret(cluster, console_session_secret_name(cluster), {SESSION_KEY: key})
+
+
+def console_needs_session_key(cluster: RocketCluster) -> bool:
+    """The console signs people in only with auth on: then its replicas share a key."""
+    return enabled(cluster) and cluster.spec.console.enabled
 
 
 def user_secret(

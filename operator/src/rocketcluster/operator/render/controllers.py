@@ -43,6 +43,15 @@ def member_addresses(cluster: RocketCluster) -> list[str]:
     return [f"{kube.service_host(m, ns)}:{CONTROLLER_PORT}" for m in member_names(cluster)]
 
 
+def admin_urls(cluster: RocketCluster) -> list[str]:
+    """Each member's admin endpoint, through its Service (https with TLS on): what the
+    health report jobs and the console read the cluster from (any member serves the
+    replicated state)."""
+    ns = cluster.metadata.namespace
+    scheme = "https" if tls.enabled(cluster) else "http"
+    return [f"{scheme}://{kube.service_host(m, ns)}:{ADMIN_PORT}" for m in member_names(cluster)]
+
+
 def process_config(cluster: RocketCluster, index: int) -> ControllerProcessConfig:
     ns = cluster.metadata.namespace
     members = [

@@ -26,7 +26,6 @@ import yaml
 
 from rocketcluster.api import kube
 from rocketcluster.api.auth import ADMIN_TOKEN_ENV, ADMIN_TOKEN_KEY
-from rocketcluster.api.broker_config import ADMIN_PORT
 from rocketcluster.api.cluster import (
     SPARK_DRIVER_JVM_OPTIONS,
     ClaimRetention,
@@ -34,7 +33,7 @@ from rocketcluster.api.cluster import (
     RocketCluster,
 )
 from rocketcluster.operator.render import auth, pods, tls
-from rocketcluster.operator.render.controllers import member_names
+from rocketcluster.operator.render.controllers import admin_urls
 from rocketcluster.operator.render.meta import K8sObject, component_selector, labels, metadata
 
 COMPONENT: Final = "health-report"
@@ -98,9 +97,7 @@ def _spec(cluster: RocketCluster) -> HealthReportsSpec:
 def controller_urls(cluster: RocketCluster) -> list[str]:
     """Each controller member's admin endpoint, through its Service: any member
     serves the replicated state the jobs read."""
-    ns = cluster.metadata.namespace
-    scheme = "https" if tls.enabled(cluster) else "http"
-    return [f"{scheme}://{kube.service_host(m, ns)}:{ADMIN_PORT}" for m in member_names(cluster)]
+    return admin_urls(cluster)
 
 
 def entry_point_args(cluster: RocketCluster) -> list[str]:
