@@ -105,19 +105,12 @@ def test_an_ingress_without_a_host_is_refused_by_both() -> None:
     assert _model_problems(_manifest({"ingress": {"enabled": True, "host": ""}})) != []
 
 
-def test_a_console_needs_controllers() -> None:
+def test_a_standalone_cluster_may_have_a_console() -> None:
+    # No controllers: the console reads the brokers alone (each group its own master).
     obj = _manifest(
         {"enabled": True}, controller={"replicas": 0}, brokers={"groups": 1, "replicas": 1}
     )
-    message = (
-        "console.enabled needs controllers (controller.replicas 1, 3 or 5): the console "
-        "reads the cluster through their admin API"
-    )
-    assert crd_problems(obj) == [f".spec: {message}"]
-    assert _model_problems(obj) == [f"Value error, {message}"]
-    # Off, a standalone cluster is fine.
-    off = _manifest({}, controller={"replicas": 0}, brokers={"groups": 1, "replicas": 1})
-    assert crd_problems(off) == [] and _model_problems(off) == []
+    assert crd_problems(obj) == [] and _model_problems(obj) == []
 
 
 def test_a_foreign_broker_image_needs_a_console_image() -> None:

@@ -1,7 +1,8 @@
 """A live local cluster for the console's browser tests, in the state the issue asks
 for: three replicas with TLS and auth, orders produced (every one traced), the
 billing group consuming with one message dead-lettered, the audit group stopped
-after a few, and the console serving it as `rocketctl console` does.
+after a few, and the console serving it as `rocketctl console` does — while the
+official client keeps producing to orders and consuming as billing.
 
 The official client runs in its own processes (``official_client.py``): it trusts the
 cluster's CA through an environment variable gRPC reads once per process.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -92,8 +94,7 @@ class Live:
     def directory(self) -> Path:
         return self.runtime.directory
 
-    def client(self, command: str, **args: Any) -> dict[str, Any]:
-        """Run the official client once as shop-app; its JSON answer."""
+    def _client_env(self, args: dict[str, Any]) -> tuple[dict[str, str], str]:
         tls = self.cluster.local.client_tls()
         assert tls is not None
         env = {**os.environ, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(tls.ca_file)}
@@ -104,9 +105,14 @@ class Live:
             "topic": "orders",
             **args,
         }
+        return env, json.dumps(payload) + "\n"
+
+    def client(self, command: str, **args: Any) -> dict[str, Any]:
+        """Run the official client once as shop-app; its JSON answer."""
+        env, payload = self._client_env(args)
         done = subprocess.run(
             [sys.executable, str(CLIENT), command],
-            input=json.dumps(payload),
+            input=payload,
             env=env,
             capture_output=True,
             text=True,
@@ -116,6 +122,34 @@ class Live:
         assert done.returncode == 0, done.stderr[-3000:]
         answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
         return answer
+
+    @contextmanager
+    def steady(self, group: str = "billing") -> Iterator[subprocess.Popen[str]]:
+        """The official client producing to orders and consuming as ``group`` in the
+        background, stopped by its PID when the block ends."""
+        env, payload = self._client_env({"group": group})
+        proc = subprocess.Popen(
+            [sys.executable, str(CLIENT), "steady"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            text=True,
+        )
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(payload)
+            proc.stdin.close()
+            assert json.loads(proc.stdout.readline()) == {"started": True}
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
 
     def admin(self, path: str, **params: Any) -> Any:
         """GET on the master's admin API (the token, the cluster's CA)."""
@@ -132,6 +166,30 @@ def _orders() -> list[dict[str, str]]:
     out.append({"key": "binary", "body": base64.b64encode(NOT_UTF8).decode()})
     out.append({"key": "big", "body": base64.b64encode(b"x" * BIG_BODY).decode()})
     return out
+
+
+REPORT_RUN = "20260101T120042Z"
+
+
+def sample_report(reports: Path) -> None:
+    """A run as the health-report CronJob leaves it (the real renderer, on the
+    sample results it previews with), and ``latest`` pointing at it."""
+    from rocketcluster.jobs.report import render_report, write_report
+    from rocketcluster.jobs.report.sample import SAMPLE_NOW, sample_results
+
+    run = reports / REPORT_RUN
+    run.mkdir(parents=True)
+    html = render_report(
+        sample_results(SAMPLE_NOW), {}, cluster="shop", generated_at_ms=SAMPLE_NOW + 42_000
+    )
+    write_report(run / "report.html", html)
+    summary = {
+        "lag": {"groups_by_status": {"OK": 3, "WARN": 0, "STOP": 1}},
+        "sss-history": {"groups": [{"elections": 2, "unclean_elections": 1}, {"elections": 1}]},
+        "tiering": {"segments": 12, "monthly_saving": 1.5},
+    }
+    (run / "summary.json").write_text(json.dumps(summary))
+    (reports / "latest").symlink_to(REPORT_RUN)
 
 
 @contextmanager
@@ -166,8 +224,11 @@ def live_cluster(directory: Path) -> Iterator[Live]:
         )
         # audit: a few, then its consumer stops.
         live.client("consume", group="audit", stopAfter=5, timeout=60)
-        (directory / "reports").mkdir()
-        with running_console(directory, port, directory / "reports") as proc:
+        sample_report(directory / "reports")
+        with (
+            running_console(directory, port, directory / "reports") as proc,
+            live.steady("billing"),
+        ):
             live.console_pid = proc.pid
             yield live
     finally:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -79,7 +81,62 @@ def consume(args: dict[str, Any]) -> dict[str, Any]:
     return {"acked": acked, "seen": seen}
 
 
+def steady(args: dict[str, Any]) -> dict[str, Any]:
+    """Produce one message every ``interval`` seconds and consume them as ``group``
+    (acknowledging everything it receives), until SIGTERM: a cluster in use."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    counts = {"sent": 0, "acked": 0}
+
+    def produce_loop() -> None:
+        producer = Producer(_config(args), (args["topic"],), tls_enable=True)
+        producer.startup()
+        try:
+            while not stop.is_set():
+                msg = Message()
+                msg.topic = args["topic"]
+                msg.body = json.dumps({"steady": counts["sent"]}).encode()
+                msg.keys = f"steady-{counts['sent']}"
+                try:
+                    producer.send(msg)
+                    counts["sent"] += 1
+                except Exception:  # a broker the test took down: keep going
+                    time.sleep(0.5)
+                stop.wait(args.get("interval", 0.2))
+        finally:
+            producer.shutdown()
+
+    def consume_loop() -> None:
+        consumer = SimpleConsumer(
+            _config(args),
+            args["group"],
+            {args["topic"]: FilterExpression()},
+            await_duration=2,
+            tls_enable=True,
+        )
+        consumer.startup()
+        try:
+            while not stop.is_set():
+                try:
+                    for msg in consumer.receive(16, 15):
+                        consumer.ack(msg)
+                        counts["acked"] += 1
+                except Exception:
+                    time.sleep(0.5)
+        finally:
+            consumer.shutdown()
+
+    threads = [threading.Thread(target=produce_loop), threading.Thread(target=consume_loop)]
+    for t in threads:
+        t.start()
+    print(json.dumps({"started": True}), flush=True)
+    for t in threads:
+        t.join()
+    return counts
+
+
 if __name__ == "__main__":
     command = sys.argv[1]
-    result = {"produce": produce, "consume": consume}[command](json.loads(sys.stdin.read()))
+    commands = {"produce": produce, "consume": consume, "steady": steady}
+    result = commands[command](json.loads(sys.stdin.readline()))
     print(json.dumps(result))

@@ -2,7 +2,9 @@
 admin token, one Secret per user (spec.users and RocketUser) and the users Secret; the
 broker pod mounts them, the operator's own admin calls carry the token (the cluster
 becomes Ready), the official client with a RocketUser's keys works and without keys
-is refused, and a key rotated in its Secret reaches the broker without a restart."""
+is refused, and a key rotated in its Secret reaches the broker without a restart.
+The console (spec.console) runs from what the operator rendered, with the same
+Secrets: sign-in with the admin token or a user's keys, each seeing what it may."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from rocketmq.v5.client import ClientConfiguration, Credentials
@@ -19,6 +22,7 @@ from rocketmq.v5.exception import UnauthorizedException
 from rocketmq.v5.model import Message
 from rocketmq.v5.producer import Producer
 
+from rocketcluster.api import kube
 from rocketcluster.api.auth import UsersFile
 from rocketcluster.ctl.testing import quiet_official_client, wait_for
 from rocketcluster.e2e.k8s.backends import BackendUnavailable, EmulatedBackend
@@ -36,6 +40,7 @@ CLUSTER = {
         "consumerGroups": [{"name": "billing"}],
         "security": {"auth": {"enabled": True}},
         "users": [{"name": "ops", "admin": True}],
+        "console": {"enabled": True},
     },
 }
 ROCKET_USER = {
@@ -179,3 +184,38 @@ def test_a_key_brought_by_a_person_is_kept(cluster: OperatedCluster) -> None:
     cluster.backend.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(early))
     wait_for(lambda: users_in(cluster).get("early") == mine, timeout=60, what="the person's key")
     assert secret(cluster, "guarded-user-early", "secretKey") == mine
+
+
+def test_the_console_serves_the_cluster_with_the_operators_secrets(
+    cluster: OperatedCluster,
+) -> None:
+    cluster.wait_condition("Ready", "True", timeout=240)
+    ns = cluster.backend.namespace
+    url = "http://" + cluster.backend.address(f"{kube.service_host('guarded-console', ns)}:8090")
+
+    def answers() -> bool:
+        try:
+            return httpx.get(url + "/readyz", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(answers, timeout=180, what="the console pod to serve through its Service")
+    token = secret(cluster, "guarded-admin-token", "token")
+    assert token and secret(cluster, "guarded-console-session", "sessionKey")
+    with httpx.Client(base_url=url, timeout=30) as http:
+        assert http.get("/").status_code == 303  # sign in first
+        assert http.post("/signin", data={"token": "wrong"}).status_code == 401
+        assert http.post("/signin", data={"token": token}).status_code == 303
+        page = http.get("/")
+        assert page.status_code == 200
+        # Its config names the broker pod by its cluster DNS name; the standalone
+        # broker answered, with the admin token the console read from its Secret.
+        assert "Ready" in page.text and "guarded-broker-0-0" in page.text
+        assert "does not answer" not in page.text
+        assert "orders" in http.get("/topics").text
+    key = users_in(cluster)["Orders_App"]
+    with httpx.Client(base_url=url, timeout=30) as http:
+        signed = http.post("/signin", data={"access_key": "Orders_App", "secret_key": key})
+        assert signed.status_code == 303
+        assert "orders" in http.get("/topics").text  # pub on orders: it may see it
+        assert http.get("/groups/billing").status_code == 403  # no sub on billing

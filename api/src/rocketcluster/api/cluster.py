@@ -547,11 +547,6 @@ _CLUSTER_RULES: JsonValue = [
         f"{BROKER_IMAGE_NAME} image by tag (its {SPARK_JOBS_IMAGE_NAME} twin cannot be derived)",
     },
     {
-        "rule": "!has(self.console) || !self.console.enabled || self.controller.replicas > 0",
-        "message": "console.enabled needs controllers (controller.replicas 1, 3 or 5): the "
-        "console reads the cluster through their admin API",
-    },
-    {
         "rule": "!has(self.console) || !self.console.enabled || self.console.image != '' "
         f"|| self.image.matches('{OUR_BROKER_IMAGE}')",
         "message": "console.image is needed when spec.image is not a "
@@ -622,11 +617,6 @@ class RocketClusterSpec(_Model):
         console = self.console
         if not console.enabled:
             return self
-        if self.controller.replicas == 0:
-            raise ValueError(
-                "console.enabled needs controllers (controller.replicas 1, 3 or 5): the "
-                "console reads the cluster through their admin API"
-            )
         if not console.image and console_image_for(self.image) is None:
             raise ValueError(
                 f"console.image is needed: spec.image {self.image!r} is not a "

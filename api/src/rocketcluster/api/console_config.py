@@ -47,7 +47,8 @@ class ConsoleAuth(_Model):
 
 class ConsoleConfig(_Model):
     cluster: str = Field(min_length=1, max_length=253)
-    controllers: list[str] = Field(min_length=1, max_length=16)
+    # Empty for a standalone cluster (no controllers): the brokers are read alone.
+    controllers: list[str] = Field(default_factory=list, max_length=16)
     brokers: list[ConsoleBroker] = Field(default_factory=list, max_length=4096)
     # A CA bundle to verify https admin endpoints with (TLS on); unset: the system's.
     ca_file: Path | None = None

@@ -150,7 +150,7 @@ def find_problems(snapshot: ClusterSnapshot) -> list[Problem]:
     for c in snapshot.controllers:
         if c.error:
             out.append(Problem("warning", f"controller {c.url} does not answer: {c.error}"))
-    if snapshot.leader is None:
+    if snapshot.controllers and snapshot.leader is None:
         out.append(
             Problem(
                 "critical",

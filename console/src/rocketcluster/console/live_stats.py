@@ -8,9 +8,10 @@ report's agree; a page reads only the last window (``WINDOW_POINTS`` snapshots).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rocketcluster.api.stats import DEFAULT_STATS_INTERVAL_SECONDS, StatsSnapshot
@@ -117,3 +118,25 @@ def _interval(cluster: ClusterSnapshot) -> float:
         if isinstance(value, int | float) and value > 0:
             return float(value)
     return DEFAULT_STATS_INTERVAL_SECONDS
+
+
+class LiveStatsCache:
+    """The last read of the stats topic, shared by the pages for a few seconds.
+
+    Snapshots arrive once per ``statsIntervalSeconds`` (30 s by default), and a read
+    over many topics and groups parses thousands of rows: pages viewed one after
+    another reuse it for ``max_age_s`` (at most half an interval), and requests that
+    arrive together wait for one read. ``now_ms`` is always the request's own."""
+
+    def __init__(self, max_age_s: float = 5.0) -> None:
+        self._max_age_s = max_age_s
+        self._read: tuple[float, LiveStats] | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self, upstream: Upstream, cluster: ClusterSnapshot) -> LiveStats:
+        async with self._lock:
+            now = time.monotonic()
+            age = min(self._max_age_s, _interval(cluster) / 2)
+            if self._read is None or now - self._read[0] > age or self._read[1].errors:
+                self._read = (now, await read_live_stats(upstream, cluster))
+            return replace(self._read[1], now_ms=int(time.time() * 1000))

@@ -19,7 +19,7 @@ from rocketcluster.api.stats import LagStatus
 from rocketcluster.console.access import Viewer
 from rocketcluster.console.cluster import ClusterSnapshot, read_cluster
 from rocketcluster.console.lag_status import SEVERITY, Verdict
-from rocketcluster.console.live_stats import LiveStats, read_live_stats
+from rocketcluster.console.live_stats import LiveStats
 from rocketcluster.console.pages_topics import _ms
 from rocketcluster.console.upstream import Upstream, UpstreamError
 from rocketcluster.console.web import Refused, check_post, console_of, flash, render, viewer
@@ -56,7 +56,7 @@ async def groups_page(request: Request, q: str = "") -> HTMLResponse:
     console = console_of(request)
     cluster = await read_cluster(console.upstream, console.config)
     groups, errors = await _group_names(console.upstream, cluster)
-    live = await read_live_stats(console.upstream, cluster)
+    live = await console.stats.get(console.upstream, cluster)
     readers = cluster.readers()
     consumption = await console.upstream.gather(
         [console.upstream.listing(r.broker.admin, "/v1/consumption") for r in readers]
@@ -166,7 +166,7 @@ class Loaded:
 async def _load(request: Request, name: str) -> Loaded:
     console = console_of(request)
     cluster = await read_cluster(console.upstream, console.config)
-    live = await read_live_stats(console.upstream, cluster)
+    live = await console.stats.get(console.upstream, cluster)
     view, errors = await _group_view(
         console.upstream, cluster, name, live.verdicts(name), live.now_ms
     )

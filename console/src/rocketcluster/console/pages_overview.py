@@ -13,7 +13,6 @@ from fastapi.responses import HTMLResponse
 from rocketcluster.api.stats import LagStatus
 from rocketcluster.console.cluster import BrokerState, ClusterSnapshot, read_cluster
 from rocketcluster.console.lag_status import SEVERITY
-from rocketcluster.console.live_stats import read_live_stats
 from rocketcluster.console.web import console_of, render, viewer
 
 router = APIRouter()
@@ -98,7 +97,7 @@ async def overview(request: Request) -> HTMLResponse:
     who = viewer(request)
     console = console_of(request)
     cluster = await read_cluster(console.upstream, console.config, deep=True)
-    live = await read_live_stats(console.upstream, cluster)
+    live = await console.stats.get(console.upstream, cluster)
     problems = [{"severity": p.severity, "text": p.text} for p in cluster.problems]
     problems += [{"severity": "warning", "text": e} for e in live.errors]
     lagging: dict[str, tuple[LagStatus, str]] = {}

@@ -17,9 +17,13 @@ from rocketcluster.console.web import Refused, console_of, render, viewer
 
 router = APIRouter()
 RUN_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z:._-]{0,63}$")
+# The report's own policy (its inline style and its table-sorting script, nothing
+# from anywhere), plus a sandbox without same-origin: its script runs in an opaque
+# origin that cannot read the console's cookies or pages.
 REPORT_CSP = (
-    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
-    "form-action 'none'; frame-ancestors 'self'; sandbox"
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'self'; "
+    "sandbox allow-scripts"
 )
 
 
@@ -40,12 +44,28 @@ def list_runs(directory: Path) -> list[dict[str, Any]]:
     return runs
 
 
-def _headline(summary: dict[str, Any]) -> str:
-    for key in ("headline", "status", "verdict"):
-        value = summary.get(key)
-        if isinstance(value, str):
-            return value
-    return ", ".join(f"{k}" for k in list(summary)[:4]) or "—"
+def headline(summary: dict[str, Any]) -> str:
+    """A run's summary.json in one line: each job's verdict in numbers."""
+    parts = []
+    lag = summary.get("lag")
+    if isinstance(lag, dict):
+        counts = lag.get("groups_by_status") or {}
+        shown = [f"{n} {status}" for status, n in counts.items() if n]
+        parts.append("consumer groups: " + (", ".join(shown) if shown else "none"))
+    sss = summary.get("sss-history")
+    if isinstance(sss, dict):
+        groups = sss.get("groups") or []
+        elections = sum(int(g.get("elections") or 0) for g in groups)
+        unclean = sum(int(g.get("unclean_elections") or 0) for g in groups)
+        parts.append(
+            f"{len(groups)} broker groups, {elections} elections"
+            + (f" ({unclean} unclean)" if unclean else "")
+        )
+    tiering = summary.get("tiering")
+    if isinstance(tiering, dict):
+        saving = float(tiering.get("monthly_saving") or 0)
+        parts.append(f"tiering: {tiering.get('segments', 0)} segments, saving {saving:.2f} a month")
+    return " · ".join(parts) or "no job summary"
 
 
 @router.get("/reports", response_class=HTMLResponse)
@@ -64,7 +84,7 @@ async def reports(request: Request) -> HTMLResponse:
     else:
         runs = list_runs(directory)
         for r in runs:
-            r["headline"] = _headline(r["summary"])
+            r["headline"] = headline(r["summary"])
     return render(
         request, "reports.html", title="Health reports", nav="reports", runs=runs, problem=problem
     )

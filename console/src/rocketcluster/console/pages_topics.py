@@ -16,7 +16,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from rocketcluster.api.names import SYSTEM_TOPIC_PREFIX
 from rocketcluster.console.cluster import ClusterSnapshot, read_cluster
-from rocketcluster.console.live_stats import read_live_stats
 from rocketcluster.console.upstream import Upstream, UpstreamError
 from rocketcluster.console.web import Refused, check_post, console_of, flash, render, viewer
 
@@ -69,6 +68,27 @@ async def read_topics(
     return topics, errors
 
 
+async def read_topic(
+    upstream: Upstream, cluster: ClusterSnapshot, name: str
+) -> tuple[TopicRow | None, list[str]]:
+    """One topic with its queues on each broker group (None: no group knows it)."""
+    readers = cluster.readers()
+    path = f"/v1/topics/{quote(name, safe='')}"
+    results = await upstream.gather([upstream.get(r.broker.admin, path) for r in readers])
+    row: TopicRow | None = None
+    errors: list[str] = []
+    for reader, found in zip(readers, results, strict=True):
+        if isinstance(found, UpstreamError):
+            if found.status != 404:
+                errors.append(f"topic {name} on {reader.broker.group}: {found.reason}")
+            continue
+        queues = found.pop("queueOffsets", [])
+        if row is None:
+            row = TopicRow(name, found)
+        row.queues += [{**q, "topic": name, "brokerGroup": reader.broker.group} for q in queues]
+    return row, errors
+
+
 @router.get("/topics", response_class=HTMLResponse)
 async def topics_page(
     request: Request, q: str = "", page: int = 1, system: bool = False
@@ -77,7 +97,7 @@ async def topics_page(
     console = console_of(request)
     cluster = await read_cluster(console.upstream, console.config)
     topics, errors = await read_topics(console.upstream, cluster)
-    live = await read_live_stats(console.upstream, cluster)
+    live = await console.stats.get(console.upstream, cluster)
     errors += live.errors + [p.text for p in cluster.problems if "does not answer" in p.text]
     needle = q.strip().lower()
     shown = [
@@ -216,8 +236,7 @@ async def topic_page(request: Request, name: str) -> HTMLResponse:
         raise Refused(f"you have no permission on topic {name!r}")
     console = console_of(request)
     cluster = await read_cluster(console.upstream, console.config)
-    topics, errors = await read_topics(console.upstream, cluster)
-    topic = topics.get(name)
+    topic, errors = await read_topic(console.upstream, cluster, name)
     if topic is None:
         return render(
             request,
@@ -235,7 +254,7 @@ async def topic_page(request: Request, name: str) -> HTMLResponse:
         if not who.may_read_topic(name):
             raise Refused(f"reading messages of {name!r} needs sub permission on it")
         messages, browse_error, paging = await _browse(console.upstream, cluster, name, params)
-    live = await read_live_stats(console.upstream, cluster)
+    live = await console.stats.get(console.upstream, cluster)
     return render(
         request,
         "topic.html",

@@ -11,7 +11,7 @@ Origin is another site.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from itsdangerous import BadSignature, URLSafeSerializer
 from rocketcluster.api.console_config import ConsoleConfig
 from rocketcluster.console.access import ADMIN_SESSION, COOKIE, Access, Viewer
 from rocketcluster.console.audit import AuditLog
+from rocketcluster.console.live_stats import LiveStatsCache
 from rocketcluster.console.upstream import Upstream
 
 FLASH_COOKIE = "rc_flash"
@@ -50,6 +51,7 @@ class Console:
     audit: AuditLog
     templates: Jinja2Templates
     flash_signer: URLSafeSerializer
+    stats: LiveStatsCache = field(default_factory=LiveStatsCache)
 
 
 def console_of(request: Request) -> Console:
