@@ -37,5 +37,6 @@ def test_console_bench_times_every_page(tmp_path: Path) -> None:
     }
     for name, row in pages.items():
         assert 0 < row["p50_ms"] <= row["p95_ms"] <= row["max_ms"], (name, row)
+        assert row["cold_ms"] > 0, (name, row)
         assert row["bytes"] > 1000, name
     assert any(line.startswith("timing 9 pages") for line in said)

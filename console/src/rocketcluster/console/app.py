@@ -5,6 +5,7 @@ no framing by other sites, no MIME sniffing)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -47,6 +48,7 @@ CSP = (
     "base-uri 'none'; frame-ancestors 'self'"
 )
 MAX_FORM_BYTES = 1 << 20
+FAILED_SIGN_IN_DELAY_S = 0.5
 
 
 def _safe_next(target: str | None) -> str:
@@ -155,8 +157,9 @@ def create_console_app(config: ConsoleConfig) -> FastAPI:
             )
         except SignInError as exc:
             console_of(request).audit.record(
-                str(form.get("access_key") or "token"), "sign-in", "console", f"refused: {exc}"
+                str(form.get("access_key") or "token")[:64], "sign-in", "console", f"refused: {exc}"
             )
+            await asyncio.sleep(FAILED_SIGN_IN_DELAY_S)  # guessing keys takes long
             return render(request, "signin.html", 401, next=target, error=str(exc))
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(

@@ -191,7 +191,10 @@ def bench_console(out_dir: Path, topics: int, groups: int, rounds: int, work_dir
     )
     path = write_results(out_dir, "console", result)
     for name, row in result["pages"].items():
-        click.echo(f"{name:<16} p50 {row['p50_ms']:>7.1f} ms   p95 {row['p95_ms']:>7.1f} ms")
+        click.echo(
+            f"{name:<16} p50 {row['p50_ms']:>7.1f} ms   p95 {row['p95_ms']:>7.1f} ms   "
+            f"cold {row['cold_ms']:>7.1f} ms"
+        )
     click.echo(f"results: {path}")
 
 
