@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from itsdangerous import BadSignature, URLSafeTimedSerializer
+from itsdangerous import BadSignature, URLSafeSerializer, URLSafeTimedSerializer
 
 from rocketcluster.api.acl import Kind, Principal
 from rocketcluster.api.auth import UserCredentials, UsersFile, WatchedFile, read_token
@@ -86,6 +86,9 @@ class Access:
         else:
             key = secrets.token_urlsafe(32)
         self._serializer = URLSafeTimedSerializer(key, salt="rocketcluster-console")
+        # Messages shown once after an action (web.flash): signed with the same key, so
+        # the replica that shows one need not be the one that set it.
+        self.flash_signer = URLSafeSerializer(key, salt="rocketcluster-console-flash")
         self._token: WatchedFile[str] | None = None
         self._users: WatchedFile[UsersFile] | None = None
         if auth.enabled:

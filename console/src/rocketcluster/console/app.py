@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,7 +16,6 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
-from itsdangerous import URLSafeSerializer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rocketcluster.api.console_config import ConsoleConfig
@@ -80,7 +78,7 @@ def create_console_app(config: ConsoleConfig) -> FastAPI:
         access,
         AuditLog(config.audit_log),
         make_templates(),
-        URLSafeSerializer(secrets.token_urlsafe(32), salt="flash"),
+        access.flash_signer,
     )
 
     @app.middleware("http")
