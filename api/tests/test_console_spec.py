@@ -15,8 +15,7 @@ from rocketcluster.api.cluster import (
     ServiceType,
     console_image_for,
 )
-
-from .test_crds import crd_problems
+from rocketcluster.e2e.crd_check import crd_problems
 
 
 def _manifest(console: dict[str, Any], **spec: Any) -> dict[str, Any]:

@@ -4,16 +4,12 @@ example manifest — the valid ones accepted, the invalid ones refused by both."
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
-import celpy
-import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from celpy.adapter import json_to_cel
 from pydantic import ValidationError
 
 from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic
@@ -26,9 +22,9 @@ from rocketcluster.api.crdgen import (
     custom_resource_definition,
     main,
     render_files,
-    strict_schema,
 )
 from rocketcluster.api.user_resource import RocketUser
+from rocketcluster.e2e.crd_check import crd_problems, with_defaults
 
 REPO = Path(__file__).resolve().parents[2]
 INVALID = Path(__file__).parent / "manifests" / "invalid"
@@ -43,49 +39,6 @@ OLDEST, NEWEST = "1.27.0", "1.37.0"
 
 def _documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def _with_defaults(schema: dict[str, Any], value: Any) -> Any:
-    """Apply the schema's defaults to ``value`` as the API server does before CEL rules
-    run."""
-    if not isinstance(value, dict) or "properties" not in schema:
-        return value
-    out = dict(value)
-    for key, sub in schema["properties"].items():
-        if key not in out and "default" in sub:
-            out[key] = copy.deepcopy(sub["default"])
-        if key in out:
-            out[key] = _with_defaults(sub, out[key])
-    return out
-
-
-def _cel_problems(schema: dict[str, Any], value: Any, path: str = "") -> list[str]:
-    problems = []
-    env = celpy.Environment()
-    for rule in schema.get("x-kubernetes-validations", []):
-        program = env.program(env.compile(rule["rule"]))
-        if not program.evaluate({"self": json_to_cel(value)}):
-            problems.append(f"{path or '<root>'}: {rule['message']}")
-    if isinstance(value, dict):
-        for key, sub in schema.get("properties", {}).items():
-            if key in value:
-                problems += _cel_problems(sub, value[key], f"{path}.{key}")
-    return problems
-
-
-def crd_problems(obj: dict[str, Any]) -> list[str]:
-    """What an API server with this CRD installed says about ``obj`` (empty: accepted)."""
-    resource = next(r for r in RESOURCES if r.kind == obj["kind"])
-    crd = custom_resource_definition(resource)
-    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    validator = jsonschema.Draft7Validator(strict_schema(schema))
-    problems = [
-        f"{'.'.join(str(p) for p in err.absolute_path)}: {err.message}"
-        for err in validator.iter_errors(obj)
-    ]
-    if problems:
-        return problems
-    return _cel_problems(schema, _with_defaults(schema, obj))
 
 
 @pytest.mark.parametrize("directory", CRD_DIRS, ids=lambda d: str(d.relative_to(REPO)))
@@ -168,7 +121,7 @@ def test_defaults_of_nested_models_are_written_out() -> None:
     not the broker volume's 10Gi default."""
     schema = custom_resource_definition(RESOURCES[0])["spec"]["versions"][0]["schema"]
     spec = schema["openAPIV3Schema"]["properties"]["spec"]
-    defaulted = _with_defaults(spec, {})
+    defaulted = with_defaults(spec, {})
     model = RocketCluster.model_validate({"metadata": {"name": "x"}})
     assert defaulted["controller"] == model.spec.controller.model_dump(
         mode="json", by_alias=True, exclude_none=True

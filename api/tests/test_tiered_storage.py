@@ -15,8 +15,7 @@ from pydantic import ValidationError
 from rocketcluster.api.broker_config import BrokerProcessConfig, s3_credential_env
 from rocketcluster.api.cluster import ManifestError, RocketCluster, load_manifest
 from rocketcluster.api.tiered_spec import TieredBackend, TieredReadPolicy, TieredStorageSpec
-
-from .test_crds import crd_problems
+from rocketcluster.e2e.crd_check import crd_problems
 
 ISSUE_SHAPE: dict[str, Any] = {
     "enabled": True,

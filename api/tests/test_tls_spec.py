@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rocketcluster.api.cluster import RocketCluster
-
-from .test_crds import crd_problems
+from rocketcluster.e2e.crd_check import crd_problems
 
 
 def _manifest(tls: dict[str, Any]) -> dict[str, Any]:

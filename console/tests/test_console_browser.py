@@ -1,8 +1,8 @@
 """The console in a real browser (Playwright driving Debian's Chromium) against a live
-local cluster (``live.py``): every page loads in light and dark with no console
-error and no request leaving the console's origin, axe-core finds no serious or
-critical violation, and the actions work end to end — find a message by key and by
-id and open its trace, reset a group to a time and see its lag change, resend a dead
+local cluster (``rocketcluster.e2e.console_cluster``): every page loads in light and
+dark with no console error and no request leaving the console's origin, axe-core
+finds no serious or critical violation, and the actions work end to end — find a
+message by key and by id and open its trace, reset a group to a time and see its lag change, resend a dead
 letter and consume it, and a user without permission is refused in the page and at
 the endpoint. Screenshots of every page go to ``$CONSOLE_SCREENSHOTS`` (default
 ``.console-screenshots/``); the main ones are committed under ``console/docs/``.
@@ -27,9 +27,8 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from rocketcluster.ctl.testing import wait_for
+from rocketcluster.e2e.console_cluster import BIG_BODY, REPORT_RUN, Live, live_cluster
 from rocketcluster.jobs.report.browser import find_chromium
-
-from .live import BIG_BODY, REPORT_RUN, Live, live_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -43,9 +43,9 @@ CLUSTER_STORY = [
 CLUSTER_END = [
     r"stopped 9 processes; logs stay in .+",
     r"verdict: nothing lost: every acknowledged message was read back",
-    r"see it in the console \(topics, messages and their traces, consumer groups\):",
-    r"  \.venv/bin/rocketctl local up -f examples/cluster\.yaml --dir \.rocketcluster",
-    r"  \.venv/bin/rocketctl console --dir \.rocketcluster   # then open http://localhost:8090/",
+    r"see it in the web console: \.venv/bin/rocketctl local up -f examples/cluster\.yaml "
+    r"--dir \.rocketcluster",
+    r"  then \.venv/bin/rocketctl console --dir \.rocketcluster and open http://localhost:8090/",
 ]
 
 

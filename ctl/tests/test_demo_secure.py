@@ -167,7 +167,7 @@ def test_the_secure_demo_fails_over_and_loses_nothing_over_tls_with_the_apps_key
     assert audited, out
     acked, read = (int(g.replace(",", "")) for g in audited.groups())
     assert read >= acked >= int(produced.group(1).replace(",", ""))
-    assert lines[-4] == "verdict: nothing lost: every acknowledged message was read back"
-    assert lines[-1].startswith("  .venv/bin/rocketctl console --dir .rocketcluster")
+    assert lines[-3] == "verdict: nothing lost: every acknowledged message was read back"
+    assert lines[-1].startswith("  then .venv/bin/rocketctl console --dir .rocketcluster")
     assert secure_demo.stderr == "", secure_demo.stderr
     assert LocalRuntime(secure_demo.directory).running() == []

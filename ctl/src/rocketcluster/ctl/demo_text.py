@@ -159,9 +159,9 @@ def verdict_line(problems: Sequence[str], ok: str) -> str:
 def console_lines(manifest: str) -> list[str]:
     """Where to look next: the same cluster, kept running, in the web console."""
     return [
-        "see it in the console (topics, messages and their traces, consumer groups):",
-        f"  .venv/bin/rocketctl local up -f {manifest} --dir .rocketcluster",
-        "  .venv/bin/rocketctl console --dir .rocketcluster   # then open http://localhost:8090/",
+        "see it in the web console: "
+        f".venv/bin/rocketctl local up -f {manifest} --dir .rocketcluster",
+        "  then .venv/bin/rocketctl console --dir .rocketcluster and open http://localhost:8090/",
     ]
 
 

@@ -2,8 +2,8 @@
 it trusts the cluster's CA only through ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``, which
 gRPC reads once per process, so each use gets a fresh one.
 
-``python official_client.py produce|consume`` reads its JSON arguments on stdin (a
-4 MiB body does not fit a command line) and prints one JSON line.
+``python official_client_process.py produce|consume|steady`` reads its JSON arguments
+on stdin (a 4 MiB body does not fit a command line) and prints one JSON line.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ billing group consuming with one message dead-lettered, the audit group stopped
 after a few, and the console serving it as `rocketctl console` does — while the
 official client keeps producing to orders and consuming as billing.
 
-The official client runs in its own processes (``official_client.py``): it trusts the
+The official client runs in its own processes (``official_client_process.py``): it trusts the
 cluster's CA through an environment variable gRPC reads once per process.
 """
 
@@ -30,7 +30,7 @@ from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.testing import DISK_GUARDS_OFF, wait_for
 from rocketcluster.ctl.workload import Cluster
 
-CLIENT = Path(__file__).with_name("official_client.py")
+CLIENT = Path(__file__).with_name("official_client_process.py")
 ORDERS = 24
 BIG_BODY = 4 * 1024 * 1024
 NOT_UTF8 = b"\xff\xfe\x00binary\x80\x81"
