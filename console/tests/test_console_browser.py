@@ -2,10 +2,11 @@
 local cluster (``rocketcluster.e2e.console_cluster``): every page loads in light and
 dark with no console error and no request leaving the console's origin, axe-core
 finds no serious or critical violation, and the actions work end to end — find a
-message by key and by id and open its trace, reset a group to a time and see its lag change, resend a dead
-letter and consume it, and a user without permission is refused in the page and at
-the endpoint. Screenshots of every page go to ``$CONSOLE_SCREENSHOTS`` (default
-``.console-screenshots/``); the main ones are committed under ``console/docs/``.
+message by key and by id and open its trace, reset a group to a time and see its lag
+change, resend a dead letter and consume it, and a user without permission is
+refused in the page and at the endpoint. Screenshots of every page go to
+``$CONSOLE_SCREENSHOTS`` (default ``.console-screenshots/``); the main ones are
+committed under ``console/docs/``.
 
 Bad input is checked here too, on the same cluster: a body that is not UTF-8, a
 4 MiB body, an unknown topic or id, and — last, because they take processes down —
