@@ -18,6 +18,7 @@ from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
 from rocketcluster.api.client.admin import AdminClient, AdminError, StoredSnapshot
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.stats import STATS_TOPIC
+from rocketcluster.broker.messaging.trace import TRACE_TOPIC
 from rocketcluster.ctl.testing import LocalBroker, local_broker, wait_for
 
 META = (("x-mq-client-id", "stats-test-client"),)
@@ -136,7 +137,8 @@ def test_the_stats_topic_is_there_and_leaves_routes_alone(
     wait_for(lambda: _all(admin), timeout=60, what="a first snapshot")
     topic = admin.topic(STATS_TOPIC)
     assert topic["queues"] == 1 and topic["queueOffsets"][0]["maxOffset"] >= 1
-    assert {t["name"] for t in admin.topics()} == {TOPIC, IDLE, STATS_TOPIC}
+    # (and the trace topic once a sampled message was traced: 1 in 100 ids)
+    assert {t["name"] for t in admin.topics()} - {TRACE_TOPIC} == {TOPIC, IDLE, STATS_TOPIC}
     for name in (TOPIC, STATS_TOPIC):  # both route; a user topic keeps its queues
         reply = stub.QueryRoute(
             spb.QueryRouteRequest(topic=pb.Resource(name=name)), metadata=META, timeout=10
@@ -147,6 +149,18 @@ def test_the_stats_topic_is_there_and_leaves_routes_alone(
     status = admin.stats()["statsSnapshots"]
     assert (status["intervalSeconds"], status["failure"]) == (0.5, None)
     assert status["last"]["messages"] == 1 and status["last"]["rows"] > 0
+
+
+def test_a_page_may_hold_only_some_rows(broker: LocalBroker, admin: AdminClient) -> None:
+    wait_for(lambda: len(_all(admin)) >= 2, timeout=60, what="two snapshots")
+    url = f"http://{broker.admin_address}/v1/stats/snapshots"
+    whole = httpx.get(url, params={"limit": 2}, timeout=10).json()["snapshots"]
+    some = httpx.get(url, params={"limit": 2, "rows": "queues,consumers"}, timeout=10).json()
+    for full, part in zip(whole, some["snapshots"], strict=True):
+        assert "segments" in full["snapshot"] and "segments" not in part["snapshot"]
+        assert part["snapshot"]["queues"] == full["snapshot"]["queues"]
+        assert part["snapshot"]["consumers"] == full["snapshot"]["consumers"]
+        assert part["offset"] == full["offset"]
 
 
 def test_pages_and_time_lookups_through_the_admin_client(admin: AdminClient) -> None:
@@ -175,6 +189,7 @@ def test_pages_and_time_lookups_through_the_admin_client(admin: AdminClient) -> 
         ("/v1/stats/snapshots", {"limit": 0}, "limit"),
         ("/v1/stats/snapshots", {"limit": 5000}, "limit"),
         ("/v1/stats/snapshots", {"fromOffset": "soon"}, "fromOffset"),
+        ("/v1/stats/snapshots", {"rows": "queues,brokers"}, "brokers"),
         ("/v1/stats/offset", {}, "time"),
         ("/v1/stats/offset", {"time": "yesterday"}, "time"),
         ("/v1/stats/offset", {"time": -5}, "time"),

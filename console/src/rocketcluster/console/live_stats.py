@@ -65,7 +65,11 @@ def _rate(points: list[tuple[int, int]]) -> float:
 async def _snapshots(upstream: Upstream, admin: str, since_ms: int) -> list[StatsSnapshot]:
     start = await upstream.get(admin, "/v1/stats/offset", time=since_ms)
     page = await upstream.get(
-        admin, "/v1/stats/snapshots", fromOffset=start["offset"], limit=MAX_SNAPSHOT_MESSAGES
+        admin,
+        "/v1/stats/snapshots",
+        fromOffset=start["offset"],
+        limit=MAX_SNAPSHOT_MESSAGES,
+        rows="queues,consumers",  # not the segments (tiering): most of a snapshot's bytes
     )
     out = []
     for item in page.get("snapshots", []):

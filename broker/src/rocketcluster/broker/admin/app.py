@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rocketcluster.api.body_limit import BodyLimit
 from rocketcluster.api.names import GroupName, MessageId, MessageKey, TopicName
+from rocketcluster.api.stats import ROW_KINDS
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.broker.admin.browse_routes import browse_router
 from rocketcluster.broker.admin.consumption import consumed_keys, consumption_rows
@@ -341,11 +342,23 @@ def create_admin_app(
     async def stats_snapshots(
         from_offset: int = Query(0, alias="fromOffset", ge=0),
         limit: int = Query(100, ge=1, le=MAX_PAGE_MESSAGES),
+        rows: str = Query(
+            ",".join(ROW_KINDS),
+            max_length=64,
+            description="which rows of each snapshot, comma-separated (default all): the "
+            "console reads queues and consumers only, the tiering job segments too",
+        ),
     ) -> dict[str, Any]:
         """A page of the stats snapshots this group published (queue offsets of the
         stats topic); continue from ``nextOffset``. Runs on the broker's loop: the
         store is read where it is written."""
-        return read_page(store, from_offset, limit).to_json()
+        wanted = frozenset(r.strip() for r in rows.split(",") if r.strip())
+        unknown = sorted(wanted - set(ROW_KINDS))
+        if unknown:
+            raise HTTPException(
+                422, detail=f"rows: {', '.join(unknown)} unknown (known: {', '.join(ROW_KINDS)})"
+            )
+        return read_page(store, from_offset, limit, rows=wanted).to_json()
 
     @app.get("/v1/stats/offset")
     async def stats_offset(time_ms: int = Query(..., alias="time", ge=0)) -> dict[str, Any]:

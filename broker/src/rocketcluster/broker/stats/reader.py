@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketcluster.api.stats import STATS_TOPIC, StatsFormatError, decode_snapshot
+from rocketcluster.api.stats import ROW_KINDS, STATS_TOPIC, StatsFormatError, decode_snapshot
 from rocketcluster.broker.stats.publisher import STATS_QUEUE
 from rocketcluster.broker.store import MessageStore, StoreError
 
@@ -42,7 +42,11 @@ class SnapshotPage:
 
 
 def read_page(
-    store: MessageStore, from_offset: int, limit: int, max_bytes: int = MAX_PAGE_BYTES
+    store: MessageStore,
+    from_offset: int,
+    limit: int,
+    max_bytes: int = MAX_PAGE_BYTES,
+    rows: frozenset[str] = frozenset(ROW_KINDS),
 ) -> SnapshotPage:
     """Snapshots from queue offset ``from_offset`` (from the oldest kept when it was
     deleted), at most ``limit`` messages; ``next_offset`` is where the next page
@@ -83,7 +87,9 @@ def read_page(
                 {
                     "offset": offset - 1,
                     "storeTime": msg.store_timestamp,
-                    "snapshot": snapshot.model_dump(by_alias=True),
+                    "snapshot": snapshot.model_dump(
+                        by_alias=True, exclude=set(ROW_KINDS) - rows or None
+                    ),
                 }
             )
         page.next_offset = offset
