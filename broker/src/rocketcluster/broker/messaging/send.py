@@ -221,7 +221,8 @@ class SendService:
         put_at = now_ms() if traced else 0
         result = await self._store.put_batch([p.record for p in good])
         if traced and trace is not None and result.records:
-            _trace_stored(trace, traced, good, result.records, peers or {}, (arrived, put_at))
+            stored_at = result.store_timestamp or put_at  # the time written in the records
+            _trace_stored(trace, traced, good, result.records, peers or {}, (arrived, stored_at))
         if result.ok and gate is not None:
             last = result.records[-1]
             replicated = await gate.wait_replicated(last.physical_offset + last.size)

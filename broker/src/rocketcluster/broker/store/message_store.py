@@ -52,6 +52,8 @@ class PutResult:
     status: PutStatus
     records: list[AppendedRecord] = field(default_factory=list)
     reason: str = ""
+    # The store time written into every record of the batch (0: nothing appended).
+    store_timestamp: int = 0
 
     @property
     def ok(self) -> bool:
@@ -230,10 +232,9 @@ class MessageStore:
         refusal = self._refuse(msgs)
         if refusal is not None:
             return refusal
+        stamp = int(time.time() * 1000)
         try:
-            appended = self.commitlog.append(
-                msgs, int(time.time() * 1000), defer_write=self._defer_writes
-            )
+            appended = self.commitlog.append(msgs, stamp, defer_write=self._defer_writes)
         except DiskFullError as exc:
             self.refresh_disk_usage()
             return PutResult(PutStatus.DISK_FULL, reason=str(exc))
@@ -250,13 +251,13 @@ class MessageStore:
                 await self._flush.wait_flushed(end)
             except FlushTimeoutError:
                 return PutResult(
-                    PutStatus.FLUSH_DISK_TIMEOUT, appended, "fsync did not finish in time"
+                    PutStatus.FLUSH_DISK_TIMEOUT, appended, "fsync did not finish in time", stamp
                 )
             except OSError as exc:
-                return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, appended, str(exc))
+                return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, appended, str(exc), stamp)
         else:
             self._schedule_dispatch()
-        return PutResult(PutStatus.PUT_OK, appended)
+        return PutResult(PutStatus.PUT_OK, appended, store_timestamp=stamp)
 
     def _refuse(self, msgs: Sequence[MessageToStore]) -> PutResult | None:
         if self._closed:
