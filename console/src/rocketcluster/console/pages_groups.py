@@ -437,7 +437,7 @@ async def resend(request: Request, name: str) -> Response:
             continue
         payload: dict[str, Any] = {"all": True} if everything else {"messageIds": by_group[bg]}
         try:
-            answer = await console.upstream.get_json_post(
+            answer = await console.upstream.post_json(
                 master.broker.admin, f"/v1/groups/{_q(name)}/dlq/resend", payload
             )
         except UpstreamError as exc:

@@ -304,7 +304,7 @@ async def send_test(request: Request, name: str) -> Response:
         "properties": {"sentBy": f"console:{who.name}"},
     }
     try:
-        sent = await console.upstream.get_json_post(
+        sent = await console.upstream.post_json(
             masters[0].broker.admin, f"/v1/topics/{quote(name, safe='')}/messages", payload
         )
     except UpstreamError as exc:

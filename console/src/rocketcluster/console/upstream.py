@@ -117,7 +117,7 @@ class Upstream:
                 raise r
         return list(results)
 
-    async def get_json_post(self, base: str, path: str, payload: Any) -> Any:
+    async def post_json(self, base: str, path: str, payload: Any) -> Any:
         """POST ``payload`` as JSON; the JSON answer."""
         response = await self.request("POST", base, path, json=payload)
         try:

@@ -5,7 +5,6 @@ cluster in Kubernetes, configured from the local cluster's own state)."""
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -134,7 +133,7 @@ def running_console(
     when it ends; its output goes to ``directory/console/process.log``."""
     import httpx
 
-    from rocketcluster.ctl.testing import wait_for
+    from rocketcluster.ctl.testing import stop_child, wait_for
 
     rocketctl = Path(sys.executable).with_name("rocketctl")
     log_path = directory / CONSOLE_DIR / "process.log"
@@ -159,10 +158,4 @@ def running_console(
             wait_for(ready, ready_within_s, what="the console to serve")
             yield proc
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+            stop_child(proc)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
+import subprocess
 import threading
 import time
 import warnings
@@ -178,3 +180,16 @@ def quiet_official_client() -> None:
     futures = logging.getLogger("concurrent.futures")
     if not any(isinstance(f, _OfficialClientCallbackNoise) for f in futures.filters):
         futures.addFilter(_OfficialClientCallbackNoise())
+
+
+def stop_child(proc: subprocess.Popen[Any], grace_s: float = 15.0) -> None:
+    """Stop a process this one started, by its PID: SIGTERM, then SIGKILL after
+    ``grace_s`` (nothing when it has exited already)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)

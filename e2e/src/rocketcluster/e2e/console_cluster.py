@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.ctl.console_cli import free_port, running_console
 from rocketcluster.ctl.local.auth import local_admin_token, users_path
 from rocketcluster.ctl.local.runtime import LocalRuntime
-from rocketcluster.ctl.testing import DISK_GUARDS_OFF, wait_for
+from rocketcluster.ctl.testing import DISK_GUARDS_OFF, stop_child, wait_for
 from rocketcluster.ctl.workload import Cluster
 
 CLIENT = Path(__file__).with_name("official_client_process.py")
@@ -143,13 +142,7 @@ class Live:
             assert json.loads(proc.stdout.readline()) == {"started": True}
             yield proc
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+            stop_child(proc, grace_s=30)
 
     def admin(self, path: str, **params: Any) -> Any:
         """GET on the master's admin API (the token, the cluster's CA)."""

@@ -31,7 +31,12 @@ from rocketcluster.broker.admin.paging import (
 )
 from rocketcluster.broker.admin.send_routes import send_router
 from rocketcluster.broker.admin.trace_routes import trace_router
-from rocketcluster.broker.admin.views import message_view
+from rocketcluster.broker.admin.views import (
+    message_view,
+    require_group,
+    require_queue,
+    require_topic,
+)
 from rocketcluster.broker.messaging import queries
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.codes import Code, MessagingError
@@ -163,9 +168,7 @@ def create_admin_app(
 
     @app.get("/v1/topics/{name}")
     async def get_topic(name: TopicName) -> dict[str, Any]:
-        topic = rt.registry.get_topic(name)
-        if topic is None:
-            raise HTTPException(404, detail=f"topic {name!r} does not exist")
+        topic = require_topic(rt, name)
         queues = []
         for qid in range(topic.queues):
             lo, hi = store.queue_offsets(name, qid)
@@ -197,10 +200,7 @@ def create_admin_app(
 
     @app.get("/v1/groups/{name}")
     async def get_group(name: GroupName) -> dict[str, Any]:
-        group = rt.registry.get_group(name)
-        if group is None:
-            raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
-        return group.model_dump(by_alias=True)
+        return require_group(rt, name).model_dump(by_alias=True)
 
     @app.delete("/v1/groups/{name}", status_code=204)
     async def delete_group(name: GroupName) -> Response:
@@ -213,8 +213,7 @@ def create_admin_app(
     async def group_offsets(name: GroupName) -> list[dict[str, Any]]:
         """Where the group stands on each queue it consumed here (see /v1/consumption
         for the fields)."""
-        if rt.registry.get_group(name) is None:
-            raise HTTPException(404, detail=f"consumer group {name!r} does not exist")
+        require_group(rt, name)
         return consumption_rows(rt, consumed_keys(rt, name))
 
     @app.get("/v1/consumption")
@@ -265,11 +264,7 @@ def create_admin_app(
     ) -> dict[str, Any]:
         """The first offset of a queue stored at or after ``time`` (epoch ms), the tier
         included: where a consumer group resets to for "from this time on"."""
-        topic = rt.registry.get_topic(name)
-        if topic is None:
-            raise HTTPException(404, detail=f"topic {name!r} does not exist")
-        if not 0 <= queue_id < topic.queues:
-            raise HTTPException(404, detail=f"topic {name!r} has no queue {queue_id}")
+        require_queue(rt, name, queue_id)
         offset = await queries.offset_for_time(store, rt.tier, name, queue_id, time_ms)
         lo, hi = store.queue_offsets(name, queue_id)
         return {"offset": offset, "minOffset": lo, "maxOffset": hi}

@@ -218,11 +218,10 @@ class SendService:
                 else SendOutcome(Code.HA_NOT_AVAILABLE, refusal, p.record.msg_id)
                 for p in prepared
             ]
-        put_at = now_ms() if traced else 0
         result = await self._store.put_batch([p.record for p in good])
         if traced and trace is not None and result.records:
-            stored_at = result.store_timestamp or put_at  # the time written in the records
-            _trace_stored(trace, traced, good, result.records, peers or {}, (arrived, stored_at))
+            times = (arrived, result.store_timestamp)  # the time written in the records
+            _trace_stored(trace, traced, good, result.records, peers or {}, times)
         if result.ok and gate is not None:
             last = result.records[-1]
             replicated = await gate.wait_replicated(last.physical_offset + last.size)
