@@ -8,7 +8,13 @@ window would both pick it. So an allocator also *claims* what it picks — an
 ``flock`` on a per-address file that the kernel releases when the claim is closed or
 its process ends, however it ends — and skips what another has claimed. The caller
 holds the claim until its processes listen; from then on the ports themselves say
-the address is taken.
+the address is taken — while its processes run. A killed process frees its ports
+until it is started again, and the next allocator would take the address in that
+gap (allocators scan from the same low addresses, so a freed one is picked first):
+the cluster's clients would then reach a stranger. So a running cluster also
+*leases* its addresses: ``HOST.owner`` names the cluster's state file, and an
+allocator skips a host whose owner file names a state file that still exists (the
+runtime removes both at ``down``; a deleted cluster directory frees its leases).
 """
 
 from __future__ import annotations
@@ -73,6 +79,34 @@ def _try_claim(directory: Path, host: str) -> int | None:
     return fd
 
 
+def lease(hosts: Iterable[str], owner: Path, directory: Path = CLAIMS_DIRECTORY) -> None:
+    """Keep ``hosts`` from every other allocator for as long as ``owner`` exists."""
+    for host in hosts:
+        path = directory / f"{host}.owner"
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(str(owner))
+        with contextlib.suppress(OSError):  # shared: the next user may replace it
+            tmp.chmod(0o666)
+        os.replace(tmp, path)
+
+
+def end_lease(hosts: Iterable[str], owner: Path, directory: Path = CLAIMS_DIRECTORY) -> None:
+    """Give back the leases ``owner`` holds on ``hosts`` (another's are left alone)."""
+    for host in hosts:
+        path = directory / f"{host}.owner"
+        with contextlib.suppress(OSError):
+            if path.read_text() == str(owner):
+                path.unlink()
+
+
+def _leased(directory: Path, host: str) -> bool:
+    try:
+        owner = (directory / f"{host}.owner").read_text()
+    except OSError:
+        return False
+    return bool(owner) and Path(owner).exists()
+
+
 def claim(
     count: int,
     ports: Iterable[int],
@@ -81,8 +115,8 @@ def claim(
     directory: Path = CLAIMS_DIRECTORY,
 ) -> Claim:
     """``count`` loopback addresses on which all ``ports`` are free now and which no
-    other allocator on this host holds; release the claim once the processes given
-    them listen."""
+    other allocator on this host holds or leases; release the claim once the
+    processes given them listen (and :func:`lease` them first)."""
     wanted = list(ports)
     directory.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):  # shared by every user of the host
@@ -90,7 +124,7 @@ def claim(
     held = Claim([])
     try:
         for host in candidates(start):
-            if host in taken:
+            if host in taken or _leased(directory, host):
                 continue
             fd = _try_claim(directory, host)
             if fd is None:

@@ -32,7 +32,7 @@ from rocketcluster.api.cluster import RocketCluster, load_manifest
 from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.api.tiered_spec import TieredBackend
 from rocketcluster.api.tls import ClientTls, TlsFiles, admin_scheme, http_verify
-from rocketcluster.ctl.local.addresses import claim
+from rocketcluster.ctl.local.addresses import claim, end_lease, lease
 from rocketcluster.ctl.local.auth import prepare_local_auth
 from rocketcluster.ctl.local.plan import ProcessPlan, ProxyConfig, hosts_needed, plan_cluster
 from rocketcluster.ctl.local.state import LocalClusterState
@@ -152,9 +152,13 @@ class LocalRuntime:
                 taken,
                 start=_start_block(self.directory),
             ) as picked:
-                return self._launch(
+                state = self._launch(
                     cluster, picked.hosts, overrides, controller_overrides, timeout, argv_prefix
                 )
+                # Kept from other clusters while ours is recorded, killed processes
+                # included (addresses.py); `down` gives them back.
+                lease(picked.hosts, self.state_path.resolve())
+                return state
         if len(hosts) != hosts_needed(cluster):
             raise LocalRuntimeError(
                 f"{cluster.name} needs {hosts_needed(cluster)} host addresses, got {len(hosts)}"
@@ -312,6 +316,7 @@ class LocalRuntime:
                 _reap(proc["pid"])
             stopped.append(proc["name"])
         self.state_path.unlink(missing_ok=True)
+        end_lease({p["host"] for p in state["processes"]}, self.state_path.resolve())
         return stopped
 
     # -- acting on one process -----------------------------------------------
