@@ -270,8 +270,8 @@ class _WithoutPrometheusOperator:
             )
         return await self._inner.apply(obj)
 
-    async def apply_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
-        await self._inner.apply_status(obj, status)
+    async def apply_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        return await self._inner.apply_status(obj, status)
 
 
 async def test_without_the_prometheus_operator_the_rest_still_applies() -> None:

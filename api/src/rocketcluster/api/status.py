@@ -101,6 +101,72 @@ class GroupStatus(_Status):
     endpoint: str = ""
 
 
+class RolloutPart(_Status):
+    """A part (``controllers`` or a broker group) whose roll has started and not yet
+    settled: the next part waits for it, whichever operator process is running."""
+
+    name: str
+    started_at: str = Field(description="RFC 3339: when its first restart was ordered")
+
+
+class RolloutAction(_Status):
+    """The last disruptive action, written before it is taken (phase Intent) and after
+    (Done): an operator that starts again after an Intent knows an action may be in
+    flight (a switchover the controllers may still be running)."""
+
+    part: str
+    kind: str
+    pod: str | None = None
+    target: int | None = None
+    phase: Literal["Intent", "Done"]
+    at: str = Field(description="RFC 3339")
+    holder: str = Field(default="", description="the operator process that acted")
+
+
+class SwitchoverAttempts(_Status):
+    """Failed switchovers of a group in a row, for the spec (pod hash) they rolled to:
+    a new spec starts the count again."""
+
+    group: str
+    hash: str = ""
+    failures: int = 0
+    last_error: str = ""
+
+
+class RolloutStatus(_Status):
+    """What a roll or a group's removal needs to resume after the operator restarts
+    or another replica takes over; the operator writes it before each disruptive
+    action, conditional on the object's resourceVersion. Lists, not maps: a merge
+    patch replaces a list but never drops an absent map key."""
+
+    parts: list[RolloutPart] = Field(default_factory=list)
+    last_action: RolloutAction | None = None
+    switchovers: list[SwitchoverAttempts] = Field(default_factory=list)
+    removing: list[str] = Field(
+        default_factory=list, description="groups whose objects are being deleted"
+    )
+
+
+class GroupFeatures(_Status):
+    name: str
+    features: list[str] = Field(default_factory=list)
+
+
+class FeaturesStatus(_Status):
+    """What the operator may write that only newer code reads (api/features.py): a
+    feature is listed once every member reports it, and dropped only when a member
+    that answers lacks it (a member that does not answer changes nothing), so a
+    broker missing one tick neither changes a rendered pod nor its group's roll.
+    Lists, not maps: a merge patch replaces a list but never drops an absent key."""
+
+    controllers: list[str] = Field(
+        default_factory=list, description="features every controller member reports"
+    )
+    groups: list[GroupFeatures] = Field(
+        default_factory=list, description="per broker group: features all its brokers report"
+    )
+
+
 class RocketClusterStatus(_Status):
     observed_generation: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
@@ -112,6 +178,8 @@ class RocketClusterStatus(_Status):
     )
     image: str = ""
     operation: str = Field(default="", description="what the operator is doing now")
+    rollout: RolloutStatus | None = None
+    features: FeaturesStatus | None = None
 
 
 class CatalogueStatus(_Status):

@@ -5,14 +5,22 @@ controllers, roll and scale the broker groups, write the status.
 Only one disruptive action happens per tick and cluster (a pod deleted, a master
 handed over, a controller member rolled), and only after the observation says the
 previous one has settled; the decisions themselves live in ``orchestrate``.
+
+What a roll needs to resume lives in the RocketCluster's status (``status.rollout``,
+``orchestrate/rollout.py``), written before each disruptive action on the condition
+that the object is as this process last saw it: an operator restarted at any step, or
+a standby that took over, goes on from there, and one that lost its lease cannot act.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -22,10 +30,15 @@ from rocketcluster.api import kube
 from rocketcluster.api.catalogue import MAX_BATCH_ENTRIES, canonical_spec
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.api.status import RocketClusterStatus, merge_conditions, now_rfc3339
-from rocketcluster.operator import prune
+from rocketcluster.operator import failpoints, prune
 from rocketcluster.operator.admin import AdminError, ControllerAdmin
 from rocketcluster.operator.kube.apply import Applier, digest
-from rocketcluster.operator.kube.client import KubeApiError, KubeClient
+from rocketcluster.operator.kube.client import (
+    KubeApiError,
+    KubeClient,
+    KubeNotFound,
+    resource_path,
+)
 from rocketcluster.operator.observe import (
     Observed,
     Observer,
@@ -35,7 +48,8 @@ from rocketcluster.operator.observe import (
 from rocketcluster.operator.orchestrate.assess import Assessment, assess
 from rocketcluster.operator.orchestrate.broker_roll import next_group_step
 from rocketcluster.operator.orchestrate.controller_roll import next_controller_step
-from rocketcluster.operator.orchestrate.model import Attempts, GroupObservation
+from rocketcluster.operator.orchestrate.model import GroupObservation
+from rocketcluster.operator.orchestrate.rollout import Rollout
 from rocketcluster.operator.orchestrate.scale import (
     FORCE_ANNOTATION,
     drain_problems,
@@ -51,6 +65,7 @@ from rocketcluster.operator.users import UsersReconciler
 log = logging.getLogger(__name__)
 
 FULL_APPLY_EVERY_S = 60.0
+CONTROLLERS = "controllers"  # the controller members' part of a roll
 
 EventSink = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 
@@ -58,12 +73,14 @@ EventSink = Callable[[str, str, str], None]  # (type Normal|Warning, reason, mes
 @dataclass
 class ClusterMemory:
     """What one operator process remembers about a cluster between ticks. Losing it
-    (a restart) costs a re-apply and fresh switchover attempts, nothing else."""
+    (a restart) costs a re-apply, nothing else: the roll's state is in the status."""
 
     applied: dict[str, str] = field(default_factory=dict)  # object key -> digest
     last_full_apply: float = 0.0
-    attempts: Attempts = field(default_factory=Attempts)
-    roll_started: dict[str, float] = field(default_factory=dict)
+    # status.rollout as this process last wrote or read it, and the resourceVersion
+    # its next write is conditional on (the watch's copy of the object may lag).
+    rollout: Rollout | None = None
+    resource_version: str | None = None
     last_status: str = ""
     # Per switchable part (prune.SWITCHABLE): what was rendered at its last prune.
     pruned: dict[str, frozenset[prune.ObjectKey]] = field(default_factory=dict)
@@ -82,16 +99,26 @@ class ClusterReconciler:
         http: httpx.AsyncClient,
         events: EventSink | None = None,
         trust: AdminTrust | None = None,
+        *,
+        holder: str = "",
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self._client = client
         self._applier = applier
         self._observer = Observer(client, http, trust)
         self._users = UsersReconciler(client, applier)
         self._events = events or (lambda kind, reason, message: None)
+        # Who acts (the Lease identity), and whether it still may: checked before
+        # every write of the roll's state, so a deposed leader never acts.
+        self._holder = holder
+        self._leading = leading
 
     async def reconcile(self, body: dict[str, Any], memory: ClusterMemory) -> RocketClusterStatus:
         meta = body.get("metadata") or {}
         generation = meta.get("generation")
+        if memory.rollout is None or memory.resource_version is None:
+            memory.rollout = Rollout.from_status(body.get("status"))
+            memory.resource_version = meta.get("resourceVersion")
         try:
             cluster = RocketCluster.model_validate(
                 {"metadata": meta, "spec": body.get("spec") or {}}
@@ -127,7 +154,7 @@ class ClusterReconciler:
         # 5. controllers first, then groups, one at a time
         await self._roll(cluster, observed, memory, steps)
         # 6. groups beyond the spec: drain, then remove
-        leaving = await self._scale_in(cluster, body, observed)
+        leaving = await self._scale_in(cluster, body, observed, memory)
         # 7. status
         desired_groups = tuple(
             observed.groups[name]
@@ -248,21 +275,27 @@ class ClusterReconciler:
         memory: ClusterMemory,
         steps: dict[str, Step],
     ) -> None:
+        rollout = memory.rollout or Rollout()
         acted = False
         if observed.controllers is not None:
-            rolling = "controllers" in memory.roll_started
-            step = next_controller_step(observed.controllers, rolling=rolling)
-            steps["controllers"] = step
+            step = next_controller_step(observed.controllers, rolling=rollout.rolling(CONTROLLERS))
+            steps[CONTROLLERS] = step
+            await self._finish(cluster, CONTROLLERS, step, memory)
             if step.acts:
-                acted = await self._act(cluster, "controllers", step, observed, memory)
-            self._timing("controllers", step, memory)
+                acted = await self._act(cluster, CONTROLLERS, step, observed, memory)
             if step.kind is not StepKind.DONE:
                 acted = True  # groups wait until the controllers are done
+        attempts = rollout.attempts({n: g.desired_hash for n, g in observed.groups.items()})
+        now = datetime.now(UTC)
         for name, group in sorted(observed.groups.items()):
             index = kube.group_index(cluster.name, name)
             if index is None or index >= cluster.spec.brokers.groups:
                 continue  # leaving: drained, not rolled
-            step = next_group_step(group, memory.attempts, rolling=name in memory.roll_started)
+            step = next_group_step(group, attempts, rolling=rollout.rolling(name))
+            if step.kind is StepKind.SWITCHOVER and (
+                why := rollout.switchover_in_flight(name, now)
+            ):
+                step = wait(why)
             if acted:
                 if step.kind is not StepKind.DONE:
                     steps[name] = wait("queued: one roll at a time")
@@ -270,25 +303,61 @@ class ClusterReconciler:
             if step.kind is StepKind.BLOCKED and observed.controller_error:
                 step = blocked(f"the controllers do not answer ({observed.controller_error})")
             steps.setdefault(name, step)
-            self._timing(name, step, memory)
+            await self._finish(cluster, name, step, memory)
             if step.acts:
                 acted = await self._act(cluster, name, step, observed, memory)
             if step.kind is not StepKind.DONE:
                 acted = True
         for name, step in list(steps.items()):
             if name.endswith(" scale-in") and step.acts and not acted:
-                await self._act(cluster, name.removesuffix(" scale-in"), step, observed, memory)
+                part = name.removesuffix(" scale-in")
+                await self._act(cluster, part, step, observed, memory, roll=False)
                 acted = True
 
-    def _timing(self, name: str, step: Step, memory: ClusterMemory) -> None:
-        started = memory.roll_started.get(name)
-        if step.kind is StepKind.DONE and started is not None:
-            took = time.monotonic() - memory.roll_started.pop(name)
-            self._events("Normal", "RollFinished", f"{name} rolled in {took:.1f}s")
-            log.info("roll of %s finished in %.1fs", name, took)
-        elif step.acts and started is None:
-            memory.roll_started[name] = time.monotonic()
-            self._events("Normal", "RollStarted", f"{name}: {step.reason}")
+    async def _finish(
+        self, cluster: RocketCluster, part: str, step: Step, memory: ClusterMemory
+    ) -> None:
+        """A rolling part whose step is done has settled: say how long it took and
+        stop holding the next part back."""
+        rollout = memory.rollout or Rollout()
+        if step.kind is not StepKind.DONE or not rollout.rolling(part):
+            return
+        started = rollout.started_at(part)
+        if not await self._record(cluster, memory, rollout.finished(part)):
+            return
+        took = (datetime.now(UTC) - started).total_seconds() if started else 0.0
+        self._events("Normal", "RollFinished", f"{part} rolled in {took:.1f}s")
+        log.info("roll of %s finished in %.1fs", part, took)
+
+    async def _record(self, cluster: RocketCluster, memory: ClusterMemory, new: Rollout) -> bool:
+        """Write ``new`` as status.rollout, on the condition that the object has not
+        changed since this process last read or wrote it. False — and the status as
+        it is now adopted — when another wrote first or this process no longer leads:
+        whoever calls must not act this tick."""
+        if new == memory.rollout:
+            return True
+        if not self._leading():
+            log.warning("not leading any more: %s is left alone", cluster.metadata.name)
+            return False
+        ns, name = cluster.metadata.namespace, cluster.metadata.name
+        path = resource_path(kube.API_VERSION, "RocketCluster", ns, name) + "/status"
+        patch = {
+            "metadata": {"resourceVersion": memory.resource_version},
+            "status": {"rollout": new.to_json()},
+        }
+        try:
+            answer = await self._client.patch(path, patch)
+        except KubeApiError as exc:
+            if exc.status != 409:
+                raise
+            fresh = await self._client.get(kube.API_VERSION, "RocketCluster", ns, name) or {}
+            memory.rollout = Rollout.from_status(fresh.get("status"))
+            memory.resource_version = (fresh.get("metadata") or {}).get("resourceVersion")
+            log.info("%s changed meanwhile: the roll's next step waits a tick", name)
+            return False
+        memory.rollout = new
+        memory.resource_version = (answer.get("metadata") or {}).get("resourceVersion")
+        return True
 
     async def _act(
         self,
@@ -297,13 +366,44 @@ class ClusterReconciler:
         step: Step,
         observed: Observed,
         memory: ClusterMemory,
+        *,
+        roll: bool = True,
     ) -> bool:
-        ns = cluster.metadata.namespace
+        """Take ``step`` on part ``name``: its intent written first (and, for a
+        roll's first action, the part's start), its Done after."""
+        rollout = memory.rollout or Rollout()
+        now = datetime.now(UTC)
+        starting = roll and not rollout.rolling(name)
+        intent = rollout.intent(name, step, now, self._holder)
+        if roll:
+            intent = intent.started(name, now)
+        if not await self._record(cluster, memory, intent):
+            return True  # nothing else moves this tick either
+        if starting:
+            self._events("Normal", "RollStarted", f"{name}: {step.reason}")
+        failpoints.hit(f"before:{step.kind.value}")
         log.info("%s: %s (%s)", name, step.kind.value, step.reason)
+        acted, outcome = await self._take(cluster, name, step, observed, memory)
+        failpoints.hit(f"after:{step.kind.value}")
+        await self._record(cluster, memory, outcome(intent.done(datetime.now(UTC))))
+        return acted
+
+    async def _take(
+        self,
+        cluster: RocketCluster,
+        name: str,
+        step: Step,
+        observed: Observed,
+        memory: ClusterMemory,
+    ) -> tuple[bool, Callable[[Rollout], Rollout]]:
+        """The action itself: whether it acted, and what its outcome changes in the
+        roll's state (a switchover's failure count)."""
+        ns = cluster.metadata.namespace
+        unchanged: Callable[[Rollout], Rollout] = lambda r: r  # noqa: E731
         if step.kind is StepKind.DELETE_POD and step.pod:
             self._events("Normal", "RestartingPod", f"{step.pod}: {step.reason}")
             await self._client.delete("v1", "Pod", ns, step.pod)
-            return True
+            return True, unchanged
         if step.kind is StepKind.APPLY_MEMBER and step.pod:
             member = next(
                 o
@@ -313,41 +413,43 @@ class ClusterReconciler:
             self._events("Normal", "RestartingController", f"{step.pod}: {step.reason}")
             await self._applier.apply(member)
             memory.applied[_key(member)] = digest(member)
-            return True
+            return True, unchanged
         admin = observed.controller_admin
         if admin is None:
-            return False
+            return False, unchanged
         if step.kind is StepKind.TRANSFER_LEADERSHIP:
             self._events("Normal", "TransferringLeadership", step.reason)
             try:
                 await admin.transfer_leadership(step.target)
             except AdminError as exc:
                 self._events("Warning", "LeadershipTransferFailed", str(exc))
-            return True
+            return True, unchanged
         if step.kind is StepKind.SWITCHOVER and step.target is not None:
-            return await self._switchover(name, step, admin, memory)
-        return False
+            group = observed.groups.get(name)
+            desired = group.desired_hash if group is not None else None
+            return True, await self._switchover(name, step, admin, desired)
+        return False, unchanged
 
     async def _switchover(
-        self, group: str, step: Step, admin: ControllerAdmin, memory: ClusterMemory
-    ) -> bool:
+        self, group: str, step: Step, admin: ControllerAdmin, desired_hash: str | None
+    ) -> Callable[[Rollout], Rollout]:
         assert step.target is not None
         self._events("Normal", "Switchover", step.reason)
-        attempts = memory.attempts
+        elect = asyncio.ensure_future(admin.elect(group, step.target))
+        if failpoints.armed_directory() is not None:
+            await asyncio.wait([elect], timeout=0.3)
+            failpoints.hit("during:Switchover")
         try:
-            answer = await admin.elect(group, step.target)
+            answer = await elect
         except AdminError as exc:
             error = str(exc.detail or exc)
         else:
             master = ((answer or {}).get("group") or {}).get("masterId")
             if master == step.target:
-                attempts.switchover_failures.pop(group, None)
-                return True
+                return lambda r: r.switchover_succeeded(group)
             error = f"broker {master} became master instead of {step.target}"
-        attempts.switchover_failures[group] = attempts.switchover_failures.get(group, 0) + 1
-        attempts.last_switchover_error[group] = error
         self._events("Warning", "SwitchoverFailed", f"{group}: {error}")
-        return True
+        return lambda r: r.switchover_failed(group, desired_hash, error)
 
     # -- 6. scale-in of groups --------------------------------------------------------
 
@@ -356,6 +458,7 @@ class ClusterReconciler:
         cluster: RocketCluster,
         body: dict[str, Any],
         observed: Observed,
+        memory: ClusterMemory,
     ) -> dict[str, list[str]]:
         leaving: dict[str, list[str]] = {}
         wanted = cluster.spec.brokers.groups
@@ -368,7 +471,12 @@ class ClusterReconciler:
                 if admin is not None and group.view is not None and not group.view.writable:
                     await self._try(admin.set_writable(name, True), "Undrain", name)
                 continue
-            leaving[name] = await self._drain_or_remove(cluster, body, group, observed)
+            leaving[name] = await self._drain_or_remove(cluster, body, group, observed, memory)
+        # A removal cut short (the operator stopped between two deletes) leaves objects
+        # nobody observes any more: finish it from the status.
+        for name in (memory.rollout or Rollout()).status.removing:
+            if name not in observed.groups:
+                await self._finish_removal(cluster, name, observed, memory)
         return leaving
 
     async def _drain_or_remove(
@@ -377,6 +485,7 @@ class ClusterReconciler:
         body: dict[str, Any],
         group: GroupObservation,
         observed: Observed,
+        memory: ClusterMemory,
     ) -> list[str]:
         """One step of a leaving group: write-disable it, judge the drain, remove it,
         forget it. Returns what keeps it from going that a person should read (the
@@ -384,8 +493,12 @@ class ClusterReconciler:
         admin = observed.controller_admin
         forced = (body["metadata"].get("annotations") or {}).get(FORCE_ANNOTATION) == "force"
         live_pods = [p for p in group.pods if p.exists]
-        if live_pods and group.name not in observed.workloads:
-            return []  # removed; its pods are stopping (progress, nothing to warn about)
+        if group.name in (memory.rollout or Rollout()).status.removing:
+            if live_pods:  # its pods are stopping; what a cut-short removal left goes
+                await self._remove_group(cluster, group.name)
+                return []
+            await self._finish_removal(cluster, group.name, observed, memory)
+            return []
         if live_pods:
             if admin is not None and (group.view is None or group.view.writable):
                 await self._try(admin.set_writable(group.name, False), "Drain", group.name)
@@ -393,6 +506,9 @@ class ClusterReconciler:
             problems = await self._drain_problems(group)
             if problems and not forced:
                 return problems
+            rollout = memory.rollout or Rollout()
+            if not await self._record(cluster, memory, rollout.removing(group.name)):
+                return []
             self._events(
                 "Normal",
                 "RemovingGroup",
@@ -404,6 +520,22 @@ class ClusterReconciler:
         if admin is not None and group.view is not None:
             await self._try(admin.forget_group(group.name), "ForgetGroup", group.name)
         return []
+
+    async def _finish_removal(
+        self, cluster: RocketCluster, group: str, observed: Observed, memory: ClusterMemory
+    ) -> None:
+        """The last of a removal: every object deleted (again: a delete of what is gone
+        is a no-op), the controllers forget the group, the status forgets the removal."""
+        await self._remove_group(cluster, group)
+        admin = observed.controller_admin
+        if admin is None:
+            return  # the controllers must forget it first; next tick
+        try:
+            await admin.forget_group(group)
+        except AdminError as exc:
+            self._events("Warning", "ForgetGroupFailed", f"{group}: {exc}")
+            return
+        await self._record(cluster, memory, (memory.rollout or Rollout()).removed(group))
 
     async def _drain_problems(self, group: GroupObservation) -> list[str]:
         master = group.master_pod if group.replicated else next(iter(group.pods), None)
@@ -419,10 +551,11 @@ class ClusterReconciler:
         (the StatefulSet's own policy is switched to it first)."""
         ns = cluster.metadata.namespace
         policy = cluster.spec.brokers.storage.when_scaled.value
-        await self._client.patch(
-            f"/apis/apps/v1/namespaces/{ns}/statefulsets/{group}",
-            {"spec": {"persistentVolumeClaimRetentionPolicy": {"whenDeleted": policy}}},
-        )
+        with contextlib.suppress(KubeNotFound):  # deleted already (a removal resumed)
+            await self._client.patch(
+                f"/apis/apps/v1/namespaces/{ns}/statefulsets/{group}",
+                {"spec": {"persistentVolumeClaimRetentionPolicy": {"whenDeleted": policy}}},
+            )
         for api_version, kind, name in (
             ("apps/v1", "StatefulSet", group),
             ("policy/v1", "PodDisruptionBudget", group),
@@ -430,7 +563,8 @@ class ClusterReconciler:
             ("v1", "Service", kube.headless_service_name(group)),
             ("v1", "ConfigMap", kube.broker_config_name(group)),
         ):
-            await self._client.delete(api_version, kind, ns, name)
+            if await self._client.delete(api_version, kind, ns, name):
+                failpoints.hit("after:RemoveGroupObject")
 
     async def _try(self, call: Any, reason: str, name: str) -> None:
         try:
@@ -449,7 +583,8 @@ class ClusterReconciler:
                 "conditions": merge_conditions(old.conditions, status.conditions, now_rfc3339())
             }
         )
-        data = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        # status.rollout is written apart, before each action, conditionally (_record)
+        data = status.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"rollout"})
         text = digest(data)
         if text == memory.last_status:
             return
@@ -461,8 +596,13 @@ class ClusterReconciler:
                 "namespace": body["metadata"]["namespace"],
             },
         }
-        await self._applier.apply_status(ref, data)
+        if not self._leading():
+            return
+        written = await self._applier.apply_status(ref, data)
         memory.last_status = text
+        version = (written.get("metadata") or {}).get("resourceVersion")
+        if version:
+            memory.resource_version = version
 
 
 async def put_missing(

@@ -41,7 +41,9 @@ class ApplyMode(StrEnum):
 class Applier(Protocol):
     async def apply(self, obj: dict[str, Any]) -> dict[str, Any]: ...
 
-    async def apply_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None: ...
+    async def apply_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """Write ``status`` to ``obj``'s status subresource: the object as stored."""
+        ...
 
 
 class ServerSideApplier:
@@ -58,7 +60,7 @@ class ServerSideApplier:
             params=self._params,
         )
 
-    async def apply_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
+    async def apply_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         body = {
             "apiVersion": obj["apiVersion"],
             "kind": obj["kind"],
@@ -68,7 +70,7 @@ class ServerSideApplier:
             },
             "status": status,
         }
-        await self._client.patch(
+        return await self._client.patch(
             object_path(obj) + "/status",
             body,
             content_type="application/apply-patch+yaml",
@@ -86,8 +88,8 @@ class MergePatchApplier:
         except KubeNotFound:
             return await self._client.create(obj)
 
-    async def apply_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
-        await self._client.patch(object_path(obj) + "/status", {"status": status})
+    async def apply_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        return await self._client.patch(object_path(obj) + "/status", {"status": status})
 
 
 def applier(client: KubeClient, mode: ApplyMode) -> Applier:
