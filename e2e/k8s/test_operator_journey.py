@@ -22,6 +22,8 @@ from rocketcluster.e2e.k8s import steps
 from rocketcluster.e2e.k8s.backends import EmulatedBackend
 from rocketcluster.e2e.k8s.catalogue_bench import Bulk, measure_apply, measure_resume
 from rocketcluster.e2e.k8s.operated import condition, wait_until
+from rocketcluster.e2e.k8s.operator_kills import OperatorKills
+from rocketcluster.e2e.k8s.operators import LEASE_ENV
 
 from .conftest import CATALOGUE, MANIFEST, Journey
 
@@ -119,9 +121,34 @@ def test_status_follows_a_killed_master(journey: Journey) -> None:
 
 
 def test_an_image_change_rolls_in_order_under_load(journey: Journey) -> None:
+    """The roll goes on in order through six operator deaths (emulated backend): the
+    leader SIGKILLed mid-roll, and an operator ended at each kind of step (before,
+    during and after a switchover, between two groups, after a leadership transfer);
+    each time the standby replica takes the Lease and resumes from the status."""
     cluster = journey.needs("ready")
-    roll = steps.roll_image_under_load(cluster, GROUPS, "0.1.1-rolled")
+    backend = cluster.backend
+    kills: OperatorKills | None = None
+
+    def disrupt() -> OperatorKills:
+        nonlocal kills
+        assert isinstance(backend, EmulatedBackend)
+        kills = OperatorKills(backend, GROUPS)
+        return kills
+
+    emulated = isinstance(backend, EmulatedBackend)
+    roll = steps.roll_image_under_load(
+        cluster, GROUPS, "0.1.1-rolled", disrupt if emulated else None
+    )
     print("\n".join(roll.report.lines()))
+    if kills is not None:
+        print("\n".join(kills.lines()))
+        assert kills.errors == []
+        assert kills.pending == [], "the roll ended before every operator death was tried"
+        lease = float(LEASE_ENV["ROCKETCLUSTER_LEASE_DURATION_SECONDS"]) + float(
+            LEASE_ENV["ROCKETCLUSTER_LEASE_RETRY_PERIOD_SECONDS"]
+        )
+        for takeover in kills.takeovers:
+            assert takeover.seconds <= lease + 5, takeover
     assert roll.report.problems == []
     # brokers run the new spec.image, controllers its rocketcluster-controller twin
     assert steps.images_by_component(cluster) == {

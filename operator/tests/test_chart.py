@@ -31,6 +31,7 @@ from rocketcluster.e2e.chart import (
     documents,
     group_of,
     monitoring_problems,
+    one,
     operand_objects,
     pod_meta_labels,
     real_helm,
@@ -173,6 +174,9 @@ def test_every_option_renders_every_template(rendered: dict[str, list[dict[str, 
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
+        "PodDisruptionBudget",
+        "Role",  # the Lease's (leader election)
+        "RoleBinding",
     }
 
 
@@ -213,7 +217,25 @@ def test_operator_deployment(rendered: dict[str, list[dict[str, Any]]]) -> None:
     assert container["ports"] == [{"name": "health", "containerPort": 8080, "protocol": "TCP"}]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert default["spec"]["replicas"] == 1 and default["spec"]["strategy"]["type"] == "Recreate"
+    # Two replicas elect a leader (leader.py): a new pod is a candidate before an old
+    # one goes, and the two prefer different nodes.
+    assert default["spec"]["replicas"] == 2
+    assert default["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    assert env["ROCKETCLUSTER_LEADER_ELECT"] == "true"
+    assert env["ROCKETCLUSTER_LEASE_NAME"] == "rc-rocketcluster-operator"
+    assert (
+        env["ROCKETCLUSTER_LEASE_DURATION_SECONDS"],
+        env["ROCKETCLUSTER_LEASE_RENEW_DEADLINE_SECONDS"],
+        env["ROCKETCLUSTER_LEASE_RETRY_PERIOD_SECONDS"],
+    ) == ("15", "10", "2")
+    fields = {e["name"]: e.get("valueFrom") for e in container["env"]}
+    assert fields["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert fields["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    spread = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert spread[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
 
     (every,) = by_kind(rendered["watch-namespaces-everything"], "Deployment")
     pod = every["spec"]["template"]["spec"]
@@ -240,11 +262,16 @@ def test_standard_labels_and_names(helm: Helm) -> None:
         assert obj["metadata"]["name"] in {
             "rc-rocketcluster-operator",
             "rc-rocketcluster-operator-discovery",
+            "rc-rocketcluster-operator-leader-election",
         }
     names = {o["metadata"]["name"] for o in helm.template({"fullnameOverride": "ops"})}
-    assert names == {"ops", "ops-discovery"}
+    assert names == {"ops", "ops-discovery", "ops-leader-election"}
     objects = helm.template({"nameOverride": "rco"}, release="prod")
-    assert {o["metadata"]["name"] for o in objects} == {"prod-rco", "prod-rco-discovery"}
+    assert {o["metadata"]["name"] for o in objects} == {
+        "prod-rco",
+        "prod-rco-discovery",
+        "prod-rco-leader-election",
+    }
     (deployment,) = by_kind(objects, "Deployment")
     assert deployment["spec"]["selector"]["matchLabels"] == {
         "app.kubernetes.io/name": "rco",
@@ -273,7 +300,10 @@ def test_an_existing_service_account(helm: Helm) -> None:
 
 BAD_VALUES: dict[str, tuple[dict[str, Any], str]] = {
     "negative replicas": ({"replicaCount": -1}, "/replicaCount"),
-    "two operators": ({"replicaCount": 2}, "/replicaCount"),
+    "bad lease timing": (
+        {"leaderElection": {"retryPeriodSeconds": 0}},
+        "/leaderElection/retryPeriodSeconds",
+    ),
     "wrong type": ({"replicaCount": "one"}, "/replicaCount"),
     "unknown key": ({"replicas": 1}, "'replicas' not allowed"),
     "unknown nested key": ({"image": {"pullpolicy": "Always"}}, "'pullpolicy' not allowed"),
@@ -562,3 +592,61 @@ def test_helm_package(helm: Helm, tmp_path: Path) -> None:
     assert documents(helm.run("template", "rc", str(package))) == documents(
         helm.run("template", "rc", str(CHART))
     )
+
+
+# -- leader election --------------------------------------------------------------------
+
+
+def test_two_replicas_without_an_election_are_refused(helm: Helm) -> None:
+    values = {"replicaCount": 2, "leaderElection": {"enabled": False}}
+    error = helm.refusal("template", "rc", str(CHART), values=values)
+    assert "replicaCount > 1 needs leaderElection.enabled: true" in error, error
+    single = helm.template({"replicaCount": 1, "leaderElection": {"enabled": False}})
+    (deployment,) = by_kind(single, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ROCKETCLUSTER_LEADER_ELECT"] == "false"
+    assert not by_kind(single, "PodDisruptionBudget")
+    assert "rc-rocketcluster-operator-leader-election" not in {
+        o["metadata"]["name"] for o in single
+    }
+
+
+def test_the_replicas_may_move_one_at_a_time(helm: Helm) -> None:
+    (budget,) = by_kind(helm.template(), "PodDisruptionBudget")
+    assert budget["spec"]["maxUnavailable"] == 1
+    (deployment,) = by_kind(helm.template(), "Deployment")
+    assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+    assert not by_kind(
+        helm.template({"podDisruptionBudget": {"enabled": False}}), "PodDisruptionBudget"
+    )
+
+
+def test_the_lease_is_all_the_leader_election_may_touch(helm: Helm) -> None:
+    """Create (which RBAC cannot limit by name), then get and update of the one Lease
+    named after the release, in the release's namespace."""
+    objects = helm.template()
+    role = one(objects, "Role", "rc-rocketcluster-operator-leader-election")
+    assert role["metadata"]["namespace"] == "rocketcluster"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["rc-rocketcluster-operator"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    (binding,) = [
+        b
+        for b in by_kind(objects, "RoleBinding")
+        if b["roleRef"]["name"] == role["metadata"]["name"]
+    ]
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": "rc-rocketcluster-operator",
+            "namespace": "rocketcluster",
+        }
+    ]

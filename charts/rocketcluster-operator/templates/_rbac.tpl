@@ -4,7 +4,8 @@ The operator's permissions, derived from what it calls (and nothing more):
   delete), kube/apply.py (server-side apply = patch; the merge mode patches, then
   creates what is missing), reconcile.py, observe.py and catalogue.py (the call sites);
 - kopf (handlers.py): list/watch and patch (finalizers, its annotations) of the three
-  kinds it handles, events it posts; standalone=True, so no kopf peering objects;
+  kinds it handles, events it posts; standalone=True, so no kopf peering objects (the
+  replicas elect a leader through a Lease: templates/leader-election-rbac.yaml);
 - render/monitoring.py: a cluster's PodMonitor, PrometheusRule and dashboard
   ConfigMaps, listed to delete those its spec.monitoring no longer asks for;
 - render/health_reports.py: a cluster's health report CronJob and price-table

@@ -26,6 +26,7 @@ from rocketcluster.operator.catalogue import (
 from rocketcluster.operator.kube.apply import Applier, ApplyMode, applier
 from rocketcluster.operator.kube.client import KubeApiError, KubeClient, KubeUnavailable
 from rocketcluster.operator.kube.connection import KubeConfigError, discover
+from rocketcluster.operator.leader import LeaderElector
 from rocketcluster.operator.reconcile import ClusterMemory, ClusterReconciler
 from rocketcluster.operator.trust import AdminTrust
 from rocketcluster.operator.users import UserRefused, UsersReconciler, UserWaiting
@@ -98,8 +99,15 @@ async def reconcile_cluster(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     def event(kind: str, reason: str, message: str) -> None:
         kopf.event(body, type=kind, reason=reason, message=message[:1000])
 
+    leadership: LeaderElector | None = getattr(memo, "leadership", None)
     reconciler = ClusterReconciler(
-        services.client, services.applier, services.http, event, services.trust
+        services.client,
+        services.applier,
+        services.http,
+        event,
+        services.trust,
+        holder=leadership.identity if leadership is not None else "",
+        leading=leadership.leading if leadership is not None else (lambda: True),
     )
     try:
         await reconciler.reconcile(dict(body), memory)

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from rocketcluster.e2e.images.buildah import run_argv, working_container
+from rocketcluster.e2e.k8s.operators import OperatorReplicas, replica_name
 from rocketcluster.e2e.k8s.rollcheck import PodEvent
 from rocketcluster.e2e.kube.binaries import BinariesUnavailable, ensure_binaries
 from rocketcluster.e2e.kube.harness import HarnessError, KubeHarness
@@ -72,7 +73,12 @@ class Backend(Protocol):
 
 class EmulatedBackend:
     """The emulator, the realiser and the operator (``rocketcluster-operator``, run as
-    a process with the merge-patch writer the emulator needs), all stopped by PID.
+    processes with the merge-patch writer the emulator needs), all stopped by PID.
+
+    The operator runs as its chart's Deployment does: ``operator_replicas`` (2, as the
+    chart) candidates for the Lease, each started again when it exits
+    (:class:`OperatorReplicas`); ``DIR/failpoints`` is where a test arms the
+    operator's failpoints.
 
     Pods run as host processes (the image is only a name), or with ``image`` given,
     from that local image and its controller twin under ``buildah run`` (the
@@ -92,6 +98,7 @@ class EmulatedBackend:
         image: str | None = None,
         operator_image: str | None = None,
         host_sources: Mapping[str, Path] | None = None,
+        operator_replicas: int = 2,
     ) -> None:
         try:
             ensure_binaries()
@@ -105,26 +112,36 @@ class EmulatedBackend:
         try:
             self.harness.start()
             self.harness.kubectl("apply", "-f", str(crds))
-            env = {"ROCKETCLUSTER_APPLY_MODE": "merge", "ROCKETCLUSTER_TICK_SECONDS": TICK_S}
+            self.failpoints = self.harness.dir / "failpoints"
+            self.failpoints.mkdir(exist_ok=True)
+            env = {
+                "ROCKETCLUSTER_APPLY_MODE": "merge",
+                "ROCKETCLUSTER_TICK_SECONDS": TICK_S,
+                "ROCKETCLUSTER_FAILPOINT_DIR": str(self.failpoints),
+            }
             argv = [sys.executable, "-m", "rocketcluster.operator.main"]
             if operator_image:
                 argv = self._in_image(operator_image, env)
-            self._operator_argv, self._operator_env = argv, env
-            self.operator = self.harness.start_process(argv, env=env, name="operator")
+                operator_replicas = 1  # one working container
+            self.operators = OperatorReplicas(self.harness, argv, env, operator_replicas)
         except BaseException:
             self.close()
             raise
 
-    def restart_operator(self, log_name: str = "operator-restarted") -> Path:
-        """Stop the operator by its PID (SIGTERM: kopf finishes what it does) and start
-        it again, as a new pod of its Deployment would: it resumes every object. The
-        new one's log (returned) is ``DIR/<log_name>.log``."""
-        self.operator.terminate()
-        self.operator.wait(timeout=60)
-        self.operator = self.harness.start_process(
-            self._operator_argv, env=self._operator_env, name=log_name
-        )
-        return self.harness.dir / f"{log_name}.log"
+    @property
+    def operator(self) -> subprocess.Popen[bytes]:
+        """The leading operator replica's process."""
+        return self.operators.leading_process()
+
+    def restart_operator(self) -> Path:
+        """Stop every operator replica by its PID (SIGTERM: kopf finishes what it
+        does, the leader gives the Lease back) and start them again, as a rollout of
+        its Deployment would: the new leader resumes every object. Its log is
+        returned."""
+        self.operators.restart_all()
+        index = self.operators.leader()
+        starts = self.operators.starts(index)
+        return self.harness.dir / f"{replica_name(index)}-{starts}.log"
 
     def _in_image(self, image: str, env: dict[str, str]) -> list[str]:
         """``buildah run`` of the operator image's entry point as the image's user,
@@ -171,6 +188,9 @@ class EmulatedBackend:
 
     def close(self) -> None:
         with self._resources:  # the operator's working container, after its process
+            operators: OperatorReplicas | None = getattr(self, "operators", None)
+            if operators is not None:
+                operators.stop()
             self.harness.stop()
 
     def __enter__(self) -> EmulatedBackend:

@@ -4,7 +4,10 @@ happened and what it measured; the suite asserts on it, the demo tells it."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,9 +79,16 @@ class Roll:
     send_errors: int
 
 
-def roll_image_under_load(cluster: OperatedCluster, groups: list[str], tag: str) -> Roll:
+def roll_image_under_load(
+    cluster: OperatedCluster,
+    groups: list[str],
+    tag: str,
+    disrupt: Callable[[], AbstractContextManager[object]] | None = None,
+) -> Roll:
     """Change ``spec.image`` while two official-client producers send, and check the
-    roll against the realiser's (or the API's) pod events and the controllers' view."""
+    roll against the realiser's (or the API's) pod events and the controllers' view;
+    ``disrupt`` (e.g. :class:`~rocketcluster.e2e.k8s.operator_kills.OperatorKills`)
+    runs beside the roll."""
     cluster.wait(cluster.healthy, READY_S, "a healthy cluster before the roll")
     spec = (cluster.resource() or {}).get("spec") or {}
     members = [
@@ -97,12 +107,13 @@ def roll_image_under_load(cluster: OperatedCluster, groups: list[str], tag: str)
         try:
             time.sleep(2.0)
             asked, started = time.time(), time.monotonic()
-            cluster.patch({"image": image})
-            cluster.wait(
-                lambda s: cluster.settled(s) and s.get("image") == image,
-                ROLL_S,
-                "the rolled cluster",
-            )
+            with disrupt() if disrupt is not None else contextlib.nullcontext():
+                cluster.patch({"image": image})
+                cluster.wait(
+                    lambda s: cluster.settled(s) and s.get("image") == image,
+                    ROLL_S,
+                    "the rolled cluster",
+                )
             seconds = time.monotonic() - started
             time.sleep(2.0)
         finally:
