@@ -155,3 +155,10 @@ def test_the_validator_names_the_field() -> None:
     assert any("replica" in p for p in problems), problems
     problems = crd_problems(_documents(INVALID / "min-in-sync-above-replicas.yaml")[0])
     assert problems == [".spec.brokers: replication.minInSyncReplicas cannot exceed inSyncReplicas"]
+
+
+def test_a_reserved_canary_topic_is_refused_with_the_reason() -> None:
+    problems = crd_problems(_documents(INVALID / "canary-reserved-topic.yaml")[0])
+    assert problems == [
+        ".spec.canary: canary.topic: names starting with RMQ_SYS_, %RETRY% or %DLQ% are reserved"
+    ]

@@ -17,6 +17,7 @@ import pytest
 
 from rocketcluster.api.catalogue import Catalogue
 from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
+from rocketcluster.api.features import RELEASE, SUPPORTED, reported
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.controller.admin import create_controller_app
 from rocketcluster.controller.core import ControllerCore, ReplicasMachine
@@ -54,6 +55,9 @@ class FakeNode:
     def transfer_leadership(self, to: int) -> None:
         if self.follows_transfers:
             self.leader_id = to
+
+    def status(self) -> dict[str, Any]:
+        return {"id": self.me, "term": 1, "state": "leader" if self.is_leader else "follower"}
 
 
 def make_core(tmp_path: Path) -> ControllerCore:
@@ -102,6 +106,21 @@ async def catalogue(http: httpx.AsyncClient) -> Catalogue:
     answer = await http.get("/v1/catalogue")
     assert answer.status_code == 200, answer.text
     return Catalogue.model_validate(answer.json())
+
+
+async def test_the_cluster_view_says_what_this_member_understands(
+    http: httpx.AsyncClient,
+) -> None:
+    """``features`` and ``release`` beside what /v1/cluster always said (additive: the
+    operator reads a member that reports no list as the previous release)."""
+    answer = await http.get("/v1/cluster")
+    assert answer.status_code == 200, answer.text
+    view = answer.json()
+    assert view["features"] == sorted(f.value for f in SUPPORTED)
+    assert {"catalogue-batch", "topic-trace", "features"} <= set(view["features"])
+    assert view["release"] == RELEASE
+    assert view["self"] == 1 and view["leader"] == 1 and view["raft"]["state"] == "leader"
+    assert reported(view) == SUPPORTED
 
 
 async def test_topics_put_get_delete(http: httpx.AsyncClient) -> None:

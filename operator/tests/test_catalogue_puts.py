@@ -3,7 +3,10 @@ real controllers: thousands of entries in a few batch commands, every one in the
 catalogue afterwards; nothing put when nothing differs; an invalid entry refuses its
 batch with the AdminError the reconciler handles. The RocketTopic/RocketConsumerGroup
 handlers' puts, gathered by ``PutBatcher``: thousands at once in a few commands, a
-refused entry its own handler's error, unreachable controllers every handler's."""
+refused entry its own handler's error, unreachable controllers every handler's. Under
+the feature gate (orchestrate/compat.py): one put per entry for controllers of the
+previous release, and a topic's trace withheld (not put again each tick) until every
+member reads it."""
 
 from __future__ import annotations
 
@@ -17,11 +20,11 @@ import pytest
 
 from rocketcluster.api.catalogue import MAX_BATCH_ENTRIES, canonical_spec
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
+from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec, TraceMode
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.operator.admin import AdminError, ControllerAdmin
-from rocketcluster.operator.catalogue_batch import PutBatcher
-from rocketcluster.operator.reconcile import put_missing
+from rocketcluster.operator.catalogue_batch import PutBatcher, put_missing
+from rocketcluster.operator.orchestrate.compat import Gate
 
 pytestmark = pytest.mark.slow
 
@@ -183,3 +186,56 @@ async def test_unreachable_controllers_fail_every_waiting_handler() -> None:
         )
     assert all(isinstance(o, AdminError) and o.status == 0 for o in outcomes), outcomes
     assert not batcher._queues
+
+
+# -- the feature gate (orchestrate/compat.py): batches and trace only once understood --
+
+# Controllers of the previous release: no member reports a feature.
+PREVIOUS = Gate(controllers=frozenset(), groups={})
+
+
+async def test_previous_release_controllers_get_one_put_per_entry(
+    counted: tuple[ControllerAdmin, list[str]],
+) -> None:
+    admin, writes = counted
+    topics = [canonical_spec(TopicSpec(name=f"old-{i}", queues=2)) for i in range(3)]
+    groups = [canonical_spec(ConsumerGroupSpec(name="old-g"))]
+    await put_missing(
+        admin, await _catalogue(admin), topics=topics, groups=groups, features=PREVIOUS
+    )
+    assert sorted(writes) == sorted(
+        [*(f"/v1/topics/old-{i}" for i in range(3)), "/v1/consumer-groups/old-g"]
+    )
+    after = await _catalogue(admin)
+    assert _names(after["topics"]) >= _names(topics) and "old-g" in _names(after["consumerGroups"])
+
+    writes.clear()
+    batcher = PutBatcher()
+    specs = [canonical_spec(TopicSpec(name=f"old-crd-{i}", queues=2)) for i in range(4)]
+    versions = await asyncio.gather(
+        *(batcher.put(("ns", "puts"), admin, "topics", s, batch=False) for s in specs)
+    )
+    assert writes == [f"/v1/topics/old-crd-{i}" for i in range(4)]
+    assert all(v > 0 for v in versions)
+
+
+async def test_a_withheld_trace_is_put_once_without_it_and_whole_once_the_gate_opens(
+    counted: tuple[ControllerAdmin, list[str]],
+) -> None:
+    admin, writes = counted
+    traced = canonical_spec(TopicSpec(name="traced", queues=2, trace=TraceMode.ALL))
+    brokers_old = Gate(groups={"puts-broker-0": frozenset()})  # controllers new, a group old
+    await put_missing(
+        admin, await _catalogue(admin), topics=[traced], groups=[], features=brokers_old
+    )
+    held = {t["name"]: t for t in (await _catalogue(admin))["topics"]}["traced"]
+    assert "trace" not in held and writes == ["/v1/catalogue/entries"]
+    writes.clear()
+    for _ in range(2):  # the next ticks: nothing differs as every member reads it
+        await put_missing(
+            admin, await _catalogue(admin), topics=[traced], groups=[], features=brokers_old
+        )
+    assert writes == []
+    await put_missing(admin, await _catalogue(admin), topics=[traced], groups=[], features=Gate())
+    assert {t["name"]: t for t in (await _catalogue(admin))["topics"]}["traced"] == traced
+    assert writes == ["/v1/catalogue/entries"]

@@ -84,6 +84,9 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
     ("", "serviceaccounts"): {"create", "patch"},
     ("apps", "deployments"): {"list", "create", "patch", "delete"},
     ("networking.k8s.io", "ingresses"): {"list", "create", "patch", "delete"},
+    # render/network.py (spec.networkPolicies): applied, listed and deleted when it is
+    # switched off (prune.py).
+    ("networking.k8s.io", "networkpolicies"): {"list", "create", "patch", "delete"},
     ("rbac.authorization.k8s.io", "roles"): {"create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"create", "patch"},
 }
@@ -91,10 +94,12 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
 # The test below proves that nothing outside kube/client.py names them.
 NOT_CALLED = {"ServiceMonitor"}
 # kopf's observers, cluster-scoped (observation.py): CRDs always, namespaces only when
-# it watches listed namespaces (it resolves them; cluster-wide it never lists them).
+# it watches listed namespaces (it resolves them; cluster-wide it never lists them);
+# observe.py Observer.cordoned lists Nodes (GET /api/v1/nodes, a drain's cordon).
 DISCOVERY_CLUSTER_WIDE: set[Permission] = {
     ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+    ("", "nodes", "list"),
 }
 DISCOVERY_NAMESPACED = DISCOVERY_CLUSTER_WIDE | {
     ("", "namespaces", "list"),

@@ -309,3 +309,16 @@ def test_replica_scale_in_moves_the_master_first(master: int, expected: StepKind
 def test_replica_scale_in_keeps_min_in_sync() -> None:
     group = _group((NEW, NEW, NEW), in_sync=(1, 3), min_in_sync=2)
     assert replica_scale_in_step(group, 2).kind is StepKind.BLOCKED
+
+
+def test_a_roll_hands_the_master_to_a_slave_off_a_cordoned_node() -> None:
+    """A roll's switchover prefers a slave whose node is not being drained (the drain
+    would move one on a cordoned node next); with no other, a cordoned one still will."""
+    group = _group((OLD, NEW, NEW))
+    pods = [replace(p, node=f"n{i}") for i, p in enumerate(group.pods)]
+    group = replace(group, pods=tuple(pods))
+    assert next_group_step(group).target == 2  # g-1 by name
+    step = next_group_step(group, cordoned=frozenset({"n1"}))
+    assert step.kind is StepKind.SWITCHOVER and step.target == 3
+    step = next_group_step(group, cordoned=frozenset({"n1", "n2"}))
+    assert step.kind is StepKind.SWITCHOVER and step.target == 2

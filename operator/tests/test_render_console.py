@@ -366,6 +366,7 @@ async def client() -> AsyncIterator[KubeClient]:
             ("apps/v1/statefulsets", "StatefulSet"),
             ("batch/v1/cronjobs", "CronJob"),
             ("networking.k8s.io/v1/ingresses", "Ingress"),
+            ("networking.k8s.io/v1/networkpolicies", "NetworkPolicy"),
             ("rocketcluster.io/v1alpha1/rocketusers", "RocketUser"),
         ):
             api.resources[key] = kmock.ResourceInfo(kind=kind, verbs=verbs, namespaced=True)

@@ -281,6 +281,7 @@ async def client() -> AsyncIterator[KubeClient]:
             ("v1/services", "Service"),
             ("apps/v1/deployments", "Deployment"),
             ("networking.k8s.io/v1/ingresses", "Ingress"),
+            ("networking.k8s.io/v1/networkpolicies", "NetworkPolicy"),
         ):
             api.resources[key] = kmock.ResourceInfo(kind=kind, verbs=verbs, namespaced=True)
         async with KubeClient(Connection(server=str(api.url).rstrip("/"))) as kube_client:

@@ -1,6 +1,7 @@
 """The paged admin listings on a real broker: ``/v1/topics``, ``/v1/groups``,
 ``/v1/queues`` and ``/v1/consumption`` a page at a time, their links followed by the
-admin client to the last page, and bad paging parameters refused."""
+admin client to the last page, and bad paging parameters refused; and ``/v1/broker``
+saying what this broker's code understands (for the operator's feature gate)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.features import RELEASE, SUPPORTED, reported
 from rocketcluster.ctl.testing import LocalBroker, local_broker
 
 TOPICS = [f"paged-{i:02d}" for i in range(23)]
@@ -109,3 +111,14 @@ def test_bad_paging_is_refused(broker: LocalBroker, query: str) -> None:
     with httpx.Client(base_url=f"http://{broker.admin_address}", timeout=15) as http:
         answer = http.get(query)
     assert answer.status_code == 422, (answer.status_code, answer.text)
+
+
+def test_the_broker_says_what_its_code_understands(broker: LocalBroker) -> None:
+    with httpx.Client(base_url=f"http://{broker.admin_address}", timeout=15) as http:
+        answer = http.get("/v1/broker")
+    assert answer.status_code == 200, answer.text
+    info = answer.json()
+    assert info["features"] == sorted(f.value for f in SUPPORTED)
+    assert {"topic-trace", "front-processes", "features"} <= set(info["features"])
+    assert info["release"] == RELEASE and reported(info) == SUPPORTED
+    assert info["role"] == "master" and info["group"]  # what it said before, still there

@@ -11,6 +11,8 @@ The operator's permissions, derived from what it calls (and nothing more):
 - render/health_reports.py: a cluster's health report CronJob and price-table
   ConfigMap, listed to delete them when spec.healthReports goes (prune.py), and the
   reports' volume (applied, never deleted);
+- render/network.py: a cluster's NetworkPolicies, listed to delete them when
+  spec.networkPolicies is switched off (prune.py);
 - render/console.py: a cluster's console ConfigMap, Deployment, Service and Ingress,
   listed to delete them when spec.console is switched off (prune.py); the console
   itself calls no Kubernetes API and gets no permission;
@@ -94,6 +96,11 @@ that every call is allowed and that nothing else is.
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["list", "create", "patch", "delete"]
+# A cluster's NetworkPolicies (spec.networkPolicies, render/network.py): applied,
+# listed and deleted when they are switched off (prune.py).
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["list", "create", "patch", "delete"]
 # The Spark health reports (spec.healthReports): applied, listed and deleted when
 # healthReports is removed (prune.py).
 - apiGroups: ["batch"]
@@ -109,12 +116,19 @@ that every call is allowed and that nothing else is.
   verbs: ["create", "patch"]
 {{- end }}
 
-{{/* Cluster-scoped reads kopf makes to notice changes without a restart. */}}
+{{/* Cluster-scoped reads kopf makes to notice changes without a restart, and the
+operator's view of cordoned nodes. */}}
 {{- define "rocketcluster-operator.discoveryRules" -}}
 # kopf's resource observer: CRDs added, changed or removed while it runs.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+# observe.py lists the cordoned Nodes each tick: a drained node's broker master is
+# switched over first (orchestrate/drain.py). Without it (rbac.clusterDiscovery
+# false) the operator warns once and the drain waits on the master's budget.
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list"]
 {{- if .Values.watchNamespaces }}
 # kopf's namespace observer (only when watching listed namespaces): which of them exist.
 - apiGroups: [""]

@@ -26,7 +26,8 @@ from rocketcluster.operator.monitoring.dashboards import all_dashboards
 Promtool = Callable[..., subprocess.CompletedProcess[str]]
 
 BOARDS = packaged.dashboards()
-PANELS = [(name, p) for name, b in BOARDS.items() for p in b["panels"]]
+# Row headers (type "row") group panels; they hold no query of their own.
+PANELS = [(name, p) for name, b in BOARDS.items() for p in b["panels"] if p["type"] != "row"]
 SELECT_VARIABLES = ("cluster", "group", "topic", "consumer_group")
 _VARIABLE = re.compile(r"\$\{?(\w+)\}?")
 
@@ -124,7 +125,7 @@ def test_queries_use_only_defined_variables_as_regex_matchers(name: str) -> None
     assert "cluster" in variables
     used: set[str] = set()
     for panel in board["panels"]:
-        for target in panel["targets"]:
+        for target in panel.get("targets", []):
             for var in _VARIABLE.findall(target["expr"]):
                 if var.startswith("__"):
                     assert var == "__rate_interval", target["expr"]
@@ -194,3 +195,23 @@ def test_every_exported_metric_family_is_on_a_dashboard() -> None:
     families = {re.sub(r"_(bucket|count|sum|created)$", "", m) for m in inventory.METRICS}
     missing = sorted(f for f in families if f not in text)
     assert missing == []
+
+
+def test_the_overview_has_a_canary_row_with_its_panels() -> None:
+    panels = BOARDS["rocketcluster-overview.json"]["panels"]
+    (row,) = [i for i, p in enumerate(panels) if p["type"] == "row"]
+    assert panels[row]["title"] == "Canary"
+    section = panels[row + 1 :]
+    units = {p["title"]: p["fieldConfig"]["defaults"]["unit"] for p in section}
+    assert units == {
+        "Canary success by group": "percentunit",
+        "Canary end-to-end latency": "s",
+        "Canary probes by result": "ops",
+        "Since the last good probe": "s",
+    }
+    (latency,) = [p for p in section if p["title"] == "Canary end-to-end latency"]
+    assert [t["expr"].split(",")[0] for t in latency["targets"]] == [
+        "histogram_quantile(0.5",
+        "histogram_quantile(0.99",
+    ]
+    assert all(p["gridPos"]["y"] > panels[row]["gridPos"]["y"] for p in section)

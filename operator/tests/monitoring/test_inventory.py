@@ -17,7 +17,9 @@ def test_every_query_is_listed_once() -> None:
     queries = inventory.queries()
     sources = [q.source for q in queries]
     assert len(sources) == len(set(sources))
-    targets = sum(len(p["targets"]) for b in packaged.dashboards().values() for p in b["panels"])
+    targets = sum(
+        len(p.get("targets", [])) for b in packaged.dashboards().values() for p in b["panels"]
+    )
     kinds = [s.split(":", 1)[0] for s in sources]
     assert kinds.count("dashboard") == targets
     assert kinds.count("alert") == kinds.count("alert-signal") == len(alerts.alerts())

@@ -27,7 +27,7 @@ def _sections() -> dict[str, str]:
 
 
 def test_every_alert_has_a_section_and_every_alert_section_an_alert() -> None:
-    sections = [s for s in _sections() if s.startswith("RocketMQ")]
+    sections = [s for s in _sections() if s.startswith(("RocketMQ", "RocketCluster"))]
     assert sections == list(ALERTS)
 
 

@@ -477,6 +477,142 @@ class ConsoleSpec(_Model):
     )
 
 
+class LabelSelectorRequirement(_Model):
+    """One ``matchExpressions`` entry of a Kubernetes label selector."""
+
+    key: str = Field(min_length=1, max_length=317)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+
+class LabelSelector(_Model):
+    """A Kubernetes label selector; empty selects everything."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+
+class NetworkPeer(_Model):
+    """Pods a NetworkPolicy admits, as its ``from`` entries name them: the pods that
+    ``podSelector`` selects in the namespaces ``namespaceSelector`` selects (unset:
+    the cluster's own namespace; empty: every namespace)."""
+
+    namespace_selector: LabelSelector | None = None
+    pod_selector: LabelSelector | None = None
+
+
+# The operator's pods as the chart labels them (charts/rocketcluster-operator,
+# selectorLabels and component), in whatever namespace it was installed.
+OPERATOR_POD_LABELS: dict[str, str] = {
+    "app.kubernetes.io/name": "rocketcluster-operator",
+    "app.kubernetes.io/component": "operator",
+}
+PROMETHEUS_POD_LABELS: dict[str, str] = {"app.kubernetes.io/name": "prometheus"}
+
+
+class NetworkPoliciesSpec(_Model):
+    """NetworkPolicies for the cluster's pods (ingress only): the client port open to
+    ``clientNamespaces``, replication only inside a broker group (and from the
+    controllers, which ask a master to hand over on its HA port), the controller port
+    only from controllers and brokers, admin APIs and /metrics only from the operator,
+    the console, the health reports, Prometheus and ``extraAdminPeers``."""
+
+    enabled: bool = Field(default=True, description="render the NetworkPolicies")
+    client_namespaces: list[str] | None = Field(
+        default=None,
+        description=(
+            "namespaces whose pods may use the client port (8081); unset: every source, "
+            "[]: none but the cluster's brokers, canary and operator, which are always "
+            "admitted"
+        ),
+    )
+    operator: NetworkPeer = Field(
+        default_factory=lambda: NetworkPeer(
+            namespace_selector=LabelSelector(),
+            pod_selector=LabelSelector(match_labels=OPERATOR_POD_LABELS),
+        ),
+        description="the operator's pods (default: the chart's labels, any namespace)",
+    )
+    prometheus: NetworkPeer = Field(
+        default_factory=lambda: NetworkPeer(
+            namespace_selector=LabelSelector(),
+            pod_selector=LabelSelector(match_labels=PROMETHEUS_POD_LABELS),
+        ),
+        description="the Prometheus pods that scrape /metrics on the admin port",
+    )
+    extra_admin_peers: list[NetworkPeer] = Field(
+        default_factory=list, description="more pods admitted to the admin port (8080)"
+    )
+
+
+_CANARY_RULES: JsonValue = [
+    {
+        "rule": f"!self.{field}.startsWith('RMQ_SYS_') && !self.{field}.startsWith('%RETRY%') "
+        f"&& !self.{field}.startsWith('%DLQ%')",
+        "message": f"canary.{field}: names starting with RMQ_SYS_, %RETRY% or %DLQ% are reserved",
+    }
+    for field in ("topic", "consumerGroup")
+]
+
+
+class CanarySpec(_Model):
+    """A canary (``rocketctl canary`` in a Deployment ``<cluster>-canary``, from the
+    brokers' image): every interval it sends a message through each broker group's
+    client Service and receives it back, and exports the end-to-end latency and the
+    success ratio per group (``rocketmq_canary_*``); RocketClusterCanaryFailing fires
+    for a group none of whose probes has come back for 3 minutes."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _CANARY_RULES})
+
+    enabled: bool = Field(default=False, description="run the canary")
+    interval_seconds: float = Field(
+        default=5.0, ge=1, le=300, description="seconds between two probes of a group"
+    )
+    timeout_seconds: float = Field(
+        default=10.0,
+        ge=1,
+        le=300,
+        description="a probe whose message has not come back within this fails",
+    )
+    topic: str = Field(
+        default="rocketcluster-canary",
+        min_length=1,
+        max_length=127,
+        pattern=r"^[%|a-zA-Z0-9_-]+$",
+        description="the topic the canary sends to (the operator puts it in the catalogue)",
+    )
+    consumer_group: str = Field(
+        default="rocketcluster-canary",
+        min_length=1,
+        max_length=120,
+        pattern=r"^[%|a-zA-Z0-9_-]+$",
+        description="the consumer group it receives with (put in the catalogue too)",
+    )
+    image: str = Field(
+        default="",
+        max_length=512,
+        description="the canary's image; empty: spec.image (the brokers' image carries it)",
+    )
+    resources: ResourcesSpec = Field(
+        default_factory=lambda: ResourcesSpec(
+            requests={"cpu": "20m", "memory": "96Mi"}, limits={"memory": "256Mi"}
+        ),
+        description="the canary container's resources",
+    )
+
+    @model_validator(mode="after")
+    def _names_not_reserved(self) -> Self:
+        from rocketcluster.api.canary_config import canary_group_problem, canary_topic_problem
+
+        for what, name, problem in (
+            ("topic", self.topic, canary_topic_problem(self.topic)),
+            ("consumerGroup", self.consumer_group, canary_group_problem(self.consumer_group)),
+        ):
+            if problem:
+                raise ValueError(f"canary.{what} {name!r}: {problem}")
+        return self
+
+
 class ImagePullPolicy(StrEnum):
     ALWAYS = "Always"
     IF_NOT_PRESENT = "IfNotPresent"
@@ -583,7 +719,15 @@ class RocketClusterSpec(_Model):
         default_factory=ConsoleSpec,
         description="the web console (off unless enabled)",
     )
+    canary: CanarySpec = Field(
+        default_factory=CanarySpec,
+        description="a probe that produces and consumes through every broker group (off)",
+    )
     security: SecuritySpec = Field(default_factory=SecuritySpec)
+    network_policies: NetworkPoliciesSpec = Field(
+        default_factory=NetworkPoliciesSpec,
+        description="NetworkPolicies for the cluster's pods (on unless enabled: false)",
+    )
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
 
     @model_validator(mode="after")

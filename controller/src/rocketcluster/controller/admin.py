@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 
 from rocketcluster.api.body_limit import BodyLimit
 from rocketcluster.api.catalogue import MAX_BATCH_ENTRIES, canonical_spec
+from rocketcluster.api.features import advertised
 from rocketcluster.api.names import GroupName, TopicName
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.controller.core import ControllerCore, Reply
@@ -245,6 +246,9 @@ def create_controller_app(core: ControllerCore) -> FastAPI:
             "leaderAddress": core.leader_address(),
             "raft": core.node.status(),
             "brokers": core.liveness.view(),
+            # What this member's code understands (api/features.py): the operator
+            # writes what only newer code reads once every member reports it.
+            **advertised(),
         }
 
     @app.get("/v1/groups")

@@ -649,6 +649,7 @@ def demo_cluster(manifest: Path, directory: Path, seconds: float, as_json: bool)
 
 def _register() -> None:
     from rocketcluster.ctl.admin_cli import COMMANDS
+    from rocketcluster.ctl.canary.cli import COMMANDS as CANARY_COMMANDS
     from rocketcluster.ctl.console_cli import COMMANDS as CONSOLE_COMMANDS
     from rocketcluster.ctl.controller_cli import COMMANDS as CONTROLLER_COMMANDS
     from rocketcluster.ctl.local_cli import local
@@ -661,6 +662,7 @@ def _register() -> None:
     main.add_command(render)
     for command in [
         *COMMANDS,
+        *CANARY_COMMANDS,
         *CONSOLE_COMMANDS,
         *CONTROLLER_COMMANDS,
         *REPORT_COMMANDS,

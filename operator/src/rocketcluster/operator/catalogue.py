@@ -1,6 +1,12 @@
 """RocketTopic and RocketConsumerGroup: each puts one entry into its cluster's
 catalogue on the controllers (which every broker group serves from), and takes it
-out when deleted. Status says whether the cluster has it."""
+out when deleted. Status says whether the cluster has it.
+
+What only newer members understand waits for the feature gate the cluster's status
+keeps (orchestrate/compat.py): entries are batched only once every controller takes
+the batch, and a topic's ``trace`` is put only once every controller and broker reads
+it — until then the topic is put without it and its status says it waits for the
+upgrade (retried)."""
 
 from __future__ import annotations
 
@@ -15,12 +21,14 @@ from pydantic import ValidationError
 from rocketcluster.api import kube
 from rocketcluster.api.catalogue import RocketConsumerGroup, RocketTopic, canonical_spec
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.features import Feature, reported
 from rocketcluster.api.status import CatalogueStatus, ready_conditions
 from rocketcluster.operator.admin import AdminError, BrokerAdmin, ControllerAdmin
-from rocketcluster.operator.catalogue_batch import ClusterKey, PutBatcher
+from rocketcluster.operator.catalogue_batch import TOPICS, ClusterKey, PutBatcher
 from rocketcluster.operator.kube.apply import Applier
 from rocketcluster.operator.kube.client import KubeClient
 from rocketcluster.operator.observe import pod_state
+from rocketcluster.operator.orchestrate import compat
 from rocketcluster.operator.recent import Recent
 from rocketcluster.operator.trust import AdminHttp, AdminTrust
 from rocketcluster.operator.users import admin_token
@@ -42,6 +50,19 @@ class CatalogueWaiting(AdminError):
 class CataloguePropagating(CatalogueWaiting):
     """In the catalogue, but not every running broker serves it yet (retried soon:
     brokers poll the catalogue every second or two)."""
+
+
+class CatalogueWaitingForUpgrade(CatalogueWaiting):
+    """In the catalogue without what some member's older code would refuse (a
+    topic's ``trace``); put whole once every member reports it (retried)."""
+
+
+@dataclass(frozen=True)
+class Controllers:
+    """A cluster's controllers as the handlers reach them, and the feature gate."""
+
+    admin: ControllerAdmin
+    features: compat.Gate
 
 
 @dataclass(frozen=True)
@@ -80,9 +101,9 @@ class CatalogueShared:
     round of broker checks, instead of one each (catalogue_batch.py, recent.py)."""
 
     puts: PutBatcher = field(default_factory=PutBatcher)
-    # The controllers' addresses, https client and token: a roll moves them, an error
-    # forgets them.
-    admins: Recent[ClusterKey, ControllerAdmin] = field(default_factory=lambda: Recent(2.0))
+    # The controllers' addresses, https client and token, and the feature gate: a roll
+    # moves them, an error forgets them.
+    admins: Recent[ClusterKey, Controllers] = field(default_factory=lambda: Recent(2.0))
     # The catalogue version each ready broker pod serves: a handler that finds its own
     # version not yet served retries in a second, when this is stale again.
     served: Recent[ClusterKey, dict[str, int]] = field(default_factory=lambda: Recent(0.5))
@@ -103,12 +124,12 @@ class CatalogueReconciler:
         self._trust = trust
         self._shared = shared or CatalogueShared()
 
-    async def _admin(self, namespace: str, cluster: str) -> ControllerAdmin:
+    async def _admin(self, namespace: str, cluster: str) -> Controllers:
         return await self._shared.admins.get(
             (namespace, cluster), lambda: self._look_up_admin(namespace, cluster)
         )
 
-    async def _look_up_admin(self, namespace: str, cluster: str) -> ControllerAdmin:
+    async def _look_up_admin(self, namespace: str, cluster: str) -> Controllers:
         found = await self._client.get(kube.API_VERSION, "RocketCluster", namespace, cluster)
         if found is None:
             raise CatalogueWaiting(f"RocketCluster {namespace}/{cluster} does not exist")
@@ -136,7 +157,11 @@ class CatalogueReconciler:
                 members[int(name.rsplit("-", 1)[-1]) + 1] = ip
         if not members:
             raise CatalogueWaiting(f"the controllers of {cluster} are not running yet")
-        return ControllerAdmin(http.client, members, http.server_name, token)
+        admin = ControllerAdmin(http.client, members, http.server_name, token)
+        features = compat.persisted(found.get("status"))
+        if features is None:
+            features = await _controllers_gate(admin)
+        return Controllers(admin, features)
 
     async def put(self, body: dict[str, Any]) -> None:
         try:
@@ -146,9 +171,16 @@ class CatalogueReconciler:
             raise
         namespace = body["metadata"]["namespace"]
         key = (namespace, entry.cluster)
+        waits = False
         try:
-            admin = await self._admin(namespace, entry.cluster)
-            version = await self._shared.puts.put(key, admin, entry.collection, entry.body)
+            controllers = await self._admin(namespace, entry.cluster)
+            admin, features = controllers.admin, controllers.features
+            spec = entry.body
+            if entry.collection == TOPICS and compat.withheld(spec, features):
+                spec, waits = compat.understood(spec, features), True
+            version = await self._shared.puts.put(
+                key, admin, entry.collection, spec, batch=features.catalogue_batch
+            )
             previous = (body.get("status") or {}).get("name")
             if previous and previous != entry.name:
                 await admin.delete(entry.collection, previous)
@@ -165,6 +197,13 @@ class CatalogueReconciler:
             message = f"in the catalogue (version {version}); not yet served by {', '.join(behind)}"
             await self._status(body, entry.name, False, "Propagating", message)
             raise CataloguePropagating(message)
+        if waits:
+            message = (
+                f"in the catalogue without trace (version {version}): trace waits for every "
+                "controller and broker to run a release that knows it (an upgrade under way)"
+            )
+            await self._status(body, entry.name, False, "WaitingForUpgrade", message)
+            raise CatalogueWaitingForUpgrade(message)
         await self._status(body, entry.name, True, "InCatalogue", f"served by {entry.cluster}")
 
     async def _wait_served(
@@ -222,10 +261,10 @@ class CatalogueReconciler:
             return  # never put
         name = (body.get("status") or {}).get("name") or entry.name
         try:
-            admin = await self._admin(body["metadata"]["namespace"], entry.cluster)
+            controllers = await self._admin(body["metadata"]["namespace"], entry.cluster)
         except CatalogueWaiting:
             return  # the cluster is gone, and its catalogue with it
-        await admin.delete(entry.collection, name)
+        await controllers.admin.delete(entry.collection, name)
 
     async def _status(
         self, body: dict[str, Any], name: str, ready: bool, reason: str, message: str
@@ -239,3 +278,18 @@ class CatalogueReconciler:
         if body.get("status") == wanted:
             return  # a resume of an object that is as it was: no write (and no event)
         await self._applier.apply_status(body, wanted)
+
+
+async def _controllers_gate(admin: ControllerAdmin) -> compat.Gate:
+    """The gate of a cluster whose status keeps none yet (the reconciler writes it
+    at its first tick; RocketTopic handlers may come first): from the controllers'
+    ``/v1/cluster`` answers. The brokers' answers are the reconciler's to read, so a
+    topic's ``trace`` waits for that."""
+    views = await admin.cluster_views()
+    reports = compat.Reports(
+        controllers=tuple(
+            reported(views[member]) if member in views else None for member in sorted(admin.members)
+        )
+    )
+    found = compat.gate(reports, None)
+    return compat.Gate(controllers=found.controllers - {Feature.TOPIC_TRACE})

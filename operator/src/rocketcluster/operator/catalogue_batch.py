@@ -13,6 +13,11 @@ A batch is all or none on the controllers: when one entry is refused (4xx), or t
 controllers predate the batch (404/405), the batch's entries are put one at a time so
 that every handler hears its own answer. Any other failure (no leader, unreachable) is
 every waiting handler's error, and kopf retries each.
+
+Batches go only to controllers that every one report ``catalogue-batch`` (the feature
+gate, orchestrate/compat.py): a leader on new code would accept the command and its
+followers on the previous release fail it, each keeping a different catalogue.
+Until then the entries are put one at a time, as the previous release takes them.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 from rocketcluster.api.catalogue import MAX_BATCH_ENTRIES
 from rocketcluster.operator.admin import AdminError, ControllerAdmin
+from rocketcluster.operator.orchestrate.compat import Gate, understood
 
 TOPICS = "topics"
 GROUPS = "consumer-groups"
@@ -41,6 +47,7 @@ class _Waiting:
 @dataclass
 class _Queue:
     admin: ControllerAdmin  # the newest caller's view of the controllers
+    batch: bool = True  # the newest caller's gate: every controller takes a batch
     entries: dict[tuple[str, str], _Waiting] = field(default_factory=dict)
     sender: asyncio.Task[None] | None = None
 
@@ -51,14 +58,22 @@ class PutBatcher:
     _queues: dict[ClusterKey, _Queue] = field(default_factory=dict, init=False)
 
     async def put(
-        self, cluster: ClusterKey, admin: ControllerAdmin, collection: str, body: dict[str, Any]
+        self,
+        cluster: ClusterKey,
+        admin: ControllerAdmin,
+        collection: str,
+        body: dict[str, Any],
+        *,
+        batch: bool = True,
     ) -> int:
         """Put ``body`` into ``collection`` of the cluster's catalogue, with whatever
-        other handlers put at the same time: the catalogue version that holds it."""
+        other handlers put at the same time: the catalogue version that holds it.
+        ``batch``: every controller takes PutCatalogueEntries (else one put each)."""
         if collection not in (TOPICS, GROUPS):
             raise ValueError(f"unknown catalogue collection {collection!r}")
         queue = self._queues.setdefault(cluster, _Queue(admin))
         queue.admin = admin
+        queue.batch = batch
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         waiting = queue.entries.get((collection, body["name"]))
         if waiting is None:
@@ -76,7 +91,10 @@ class PutBatcher:
                 await asyncio.sleep(self.linger_s)  # the handlers started with this one
                 names = list(queue.entries)[:MAX_BATCH_ENTRIES]
                 batch = [queue.entries.pop(name) for name in names]
-                await _send(queue.admin, batch)
+                if queue.batch:
+                    await _send(queue.admin, batch)
+                else:
+                    await _send_each(queue.admin, batch)
         finally:
             queue.sender = None
             for waiting in queue.entries.values():  # only when cancelled (shutdown)
@@ -98,13 +116,7 @@ async def _send(admin: ControllerAdmin, batch: list[_Waiting]) -> None:
             for waiting in batch:
                 _settle(waiting, error=exc)
             return
-        for waiting in batch:  # each on its own: each handler hears its own answer
-            try:
-                one = await admin.put(waiting.collection, waiting.body["name"], waiting.body)
-            except Exception as one_exc:
-                _settle(waiting, error=one_exc)
-            else:
-                _settle(waiting, version=one)
+        await _send_each(admin, batch)  # each handler hears its own answer
         return
     except Exception as exc:  # nothing may leave a handler waiting forever
         for waiting in batch:
@@ -112,6 +124,17 @@ async def _send(admin: ControllerAdmin, batch: list[_Waiting]) -> None:
         return
     for waiting in batch:
         _settle(waiting, version=version)
+
+
+async def _send_each(admin: ControllerAdmin, batch: list[_Waiting]) -> None:
+    """One put per entry: what every controller takes, the previous release too."""
+    for waiting in batch:
+        try:
+            one = await admin.put(waiting.collection, waiting.body["name"], waiting.body)
+        except Exception as one_exc:
+            _settle(waiting, error=one_exc)
+        else:
+            _settle(waiting, version=one)
 
 
 def _settle(waiting: _Waiting, *, version: int = 0, error: Exception | None = None) -> None:
@@ -122,3 +145,46 @@ def _settle(waiting: _Waiting, *, version: int = 0, error: Exception | None = No
             future.set_exception(error)
         else:
             future.set_result(version)
+
+
+async def put_missing(
+    admin: ControllerAdmin,
+    catalogue: dict[str, Any],
+    *,
+    topics: list[dict[str, Any]],
+    groups: list[dict[str, Any]],
+    features: Gate | None = None,
+) -> None:
+    """Put what differs from the catalogue (the manifest's topics and groups, in the
+    catalogue's canonical form: ``canonical_spec``), MAX_BATCH_ENTRIES to a command:
+    a manifest of 10,000 topics is ten Raft entries, not ten thousand puts each with
+    its own fsync. Controllers that predate the batch get one put per entry.
+
+    ``features`` (the gate; None: everything open): batches only once every
+    controller reports ``catalogue-batch``; a topic's ``trace`` only once every
+    controller and broker reports ``topic-trace``. Both sides of the comparison are
+    taken as every member understands them, so a withheld ``trace`` is not put again
+    every tick, and is put once the gate opens."""
+    gate = features if features is not None else Gate()
+    have_topics = {t["name"]: understood(t, gate) for t in catalogue.get("topics") or []}
+    have_groups = {g["name"]: g for g in catalogue.get("consumerGroups") or []}
+    wanted = [understood(t, gate) for t in topics]
+    puts = [("topics", t) for t in wanted if have_topics.get(t["name"]) != t]
+    puts += [("consumer-groups", g) for g in groups if have_groups.get(g["name"]) != g]
+    if not gate.catalogue_batch:
+        for collection, body in puts:  # one put per entry, as every member takes it
+            await admin.put(collection, body["name"], body)
+        return
+    for start in range(0, len(puts), MAX_BATCH_ENTRIES):
+        batch = puts[start : start + MAX_BATCH_ENTRIES]
+        try:
+            await admin.put_entries(
+                [body for kind, body in batch if kind == "topics"],
+                [body for kind, body in batch if kind == "consumer-groups"],
+            )
+        except AdminError as exc:
+            if exc.status not in (404, 405):
+                raise
+            for collection, body in puts[start:]:  # one put per entry, as before
+                await admin.put(collection, body["name"], body)
+            return

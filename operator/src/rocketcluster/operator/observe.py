@@ -5,7 +5,7 @@ turned into the plain values the decisions take."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,8 +13,10 @@ import httpx
 
 from rocketcluster.api import kube
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.features import reported
 from rocketcluster.operator.admin import AdminError, BrokerAdmin, ControllerAdmin
-from rocketcluster.operator.kube.client import KubeClient
+from rocketcluster.operator.kube.client import KubeApiError, KubeClient
+from rocketcluster.operator.orchestrate.compat import Report, Reports
 from rocketcluster.operator.orchestrate.model import (
     ControllerObservation,
     GroupObservation,
@@ -65,6 +67,7 @@ def pod_state(
         broker_id=int(broker_id) if broker_id else None,
         role=role,
         caught_up_ago_s=caught_up_ago_s,
+        node=(pod.get("spec") or {}).get("nodeName") or None,
     )
 
 
@@ -117,6 +120,14 @@ class Observed:
     controller_admin: ControllerAdmin | None
     catalogue: dict[str, Any] | None
     controller_error: str | None = None
+    # The features each controller member and broker pod reports (None: no answer),
+    # for the feature gate (orchestrate/compat.py).
+    reports: Reports = field(default_factory=Reports)
+    # Nodes marked unschedulable (cordoned, as by kubectl drain): None when the
+    # operator may not list Nodes (no drain awareness; see nodes_warning).
+    cordoned: frozenset[str] | None = None
+    # Why Nodes could not be listed: set the first time only (one Warning event).
+    nodes_warning: str | None = None
 
 
 class Observer:
@@ -130,6 +141,7 @@ class Observer:
         self._admin_http = AdminHttp(http)
         # security.auth: the cluster's admin token (set by the reconciler each tick).
         self.admin_token: str | None = None
+        self._nodes_warned = False  # listing Nodes was refused, and said so once
 
     async def observe(
         self,
@@ -155,17 +167,59 @@ class Observer:
         views: dict[str, dict[str, Any]] = {}
         catalogue = None
         error = None
+        member_features: tuple[Report, ...] = tuple(None for _ in (controllers or _NONE).members)
         if admin is not None and admin.members:
             try:
                 views = {g["group"]: g for g in await admin.groups()}
                 catalogue = await admin.catalogue()
             except AdminError as exc:
                 error = str(exc)
-            controllers = await self._raft(controllers, admin)
+            controllers, member_features = await self._raft(controllers, admin)
         elif admin is not None:
             error = "no controller pod has an address yet"
-        groups = await self._groups(cluster, desired, workloads, pods, views, catalogue, now, admin)
-        return Observed(workloads, groups, controllers, admin, catalogue, error)
+        brokers: dict[str, tuple[Report, ...]] = {}
+        groups = await self._groups(
+            cluster, desired, workloads, pods, views, catalogue, now, admin, brokers
+        )
+        reports = Reports(controllers=member_features, groups=brokers)
+        cordoned, nodes_warning = await self.cordoned()
+        return Observed(
+            workloads,
+            groups,
+            controllers,
+            admin,
+            catalogue,
+            error,
+            reports,
+            cordoned=cordoned,
+            nodes_warning=nodes_warning,
+        )
+
+    async def cordoned(self) -> tuple[frozenset[str] | None, str | None]:
+        """The cordoned nodes (``spec.unschedulable``), listed at cluster scope, and
+        a warning the first time the API refuses it (the chart grants the list in its
+        discovery ClusterRole: without it, no drain awareness)."""
+        try:
+            answer = await self._client.request(
+                "GET", "/api/v1/nodes", params={"fieldSelector": "spec.unschedulable=true"}
+            )
+        except KubeApiError as exc:
+            if exc.status not in (401, 403, 404):
+                return None, None  # a passing failure: next tick
+            warning = None
+            if not self._nodes_warned:
+                self._nodes_warned = True
+                warning = (
+                    f"cannot list Nodes ({exc.status} {exc.reason}): a drained node's "
+                    "master is not switched over first (grant nodes list, the chart's "
+                    "rbac.clusterDiscovery)"
+                )
+            return None, warning
+        return frozenset(
+            str(n["metadata"]["name"])
+            for n in (answer or {}).get("items") or []
+            if (n.get("spec") or {}).get("unschedulable")
+        ), None
 
     def _controllers(
         self,
@@ -209,11 +263,17 @@ class Observer:
 
     async def _raft(
         self, controllers: ControllerObservation | None, admin: ControllerAdmin
-    ) -> ControllerObservation | None:
+    ) -> tuple[ControllerObservation | None, tuple[Report, ...]]:
+        """The members with their Raft views, and the features each reports (None:
+        it did not answer)."""
         if controllers is None:
-            return None
+            return None, ()
         views = await admin.cluster_views()
         members = []
+        features = tuple(
+            reported(views[m.member_id]) if m.member_id in views else None
+            for m in controllers.members
+        )
         for m in controllers.members:
             view = views.get(m.member_id)
             if view is None:
@@ -230,7 +290,7 @@ class Observer:
                     term=(view.get("raft") or {}).get("term"),
                 )
             )
-        return ControllerObservation(tuple(members))
+        return ControllerObservation(tuple(members)), features
 
     async def _groups(
         self,
@@ -242,7 +302,10 @@ class Observer:
         catalogue: dict[str, Any] | None,
         now: datetime,
         admin: ControllerAdmin | None,
+        reports: dict[str, tuple[Report, ...]] | None = None,
     ) -> dict[str, GroupObservation]:
+        """``reports``: filled with the features each group's pods report (None: no
+        answer; a group without pods: none)."""
         names = {n for n, w in {**workloads, **desired}.items() if w.get("kind") == "StatefulSet"}
         # A group the controllers still know, whose workload is gone (scaled in).
         names |= {g for g in views if kube.group_index(cluster.name, g) is not None}
@@ -257,6 +320,8 @@ class Observer:
                 p for p in pods if (p["metadata"].get("labels") or {}).get(kube.LABEL_GROUP) == name
             ]
             infos = await asyncio.gather(*(self._broker_info(p) for p in mine))
+            if reports is not None:
+                reports[name] = tuple(None if i is None else reported(i) for i in infos)
             caught_up = slaves_caught_up(list(infos))
             states = tuple(
                 pod_state(p, now, info, _caught_up(info, caught_up))
@@ -316,6 +381,9 @@ class Observer:
             if isinstance(transactions, dict)
             else 0,
         )
+
+
+_NONE = ControllerObservation(())
 
 
 def _hash(workload: dict[str, Any] | None) -> str | None:

@@ -1,5 +1,6 @@
 """Removing what a spec switch no longer asks for. Monitoring (``spec.monitoring``),
-the health reports (``spec.healthReports``) and the console (``spec.console``) are
+the health reports (``spec.healthReports``), the console (``spec.console``), the
+canary (``spec.canary``) and the NetworkPolicies (``spec.networkPolicies``) are
 parts of a cluster that come and go with the spec: their objects carry one component
 label each, and those that exist but are no longer rendered are deleted. Server-side
 apply only ever adds and changes; this is the other half."""
@@ -13,7 +14,7 @@ from typing import Any
 from rocketcluster.api import kube
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.operator.kube.client import KubeApiError, KubeClient
-from rocketcluster.operator.render import console, health_reports, monitoring
+from rocketcluster.operator.render import canary, console, health_reports, monitoring, network
 from rocketcluster.operator.render.meta import component_selector
 
 ObjectKey = tuple[str, str, str]  # (apiVersion, kind, name)
@@ -36,7 +37,9 @@ MONITORING = Switchable(
 )
 HEALTH_REPORTS = Switchable(health_reports.COMPONENT, health_reports.KINDS, "HealthReportRemoved")
 CONSOLE = Switchable(console.COMPONENT, console.KINDS, "ConsoleRemoved")
-SWITCHABLE = (MONITORING, HEALTH_REPORTS, CONSOLE)
+NETWORK_POLICIES = Switchable(network.COMPONENT, network.KINDS, "NetworkPoliciesRemoved")
+CANARY = Switchable(canary.COMPONENT, canary.KINDS, "CanaryRemoved")
+SWITCHABLE = (MONITORING, HEALTH_REPORTS, CONSOLE, NETWORK_POLICIES, CANARY)
 
 
 def object_key(obj: dict[str, Any]) -> ObjectKey:

@@ -27,11 +27,18 @@ import httpx
 from pydantic import ValidationError
 
 from rocketcluster.api import kube
-from rocketcluster.api.catalogue import MAX_BATCH_ENTRIES, canonical_spec
+from rocketcluster.api.catalogue import canonical_spec
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.api.status import RocketClusterStatus, merge_conditions, now_rfc3339
+from rocketcluster.api.status import (
+    Condition,
+    ConditionType,
+    RocketClusterStatus,
+    merge_conditions,
+    now_rfc3339,
+)
 from rocketcluster.operator import failpoints, prune
 from rocketcluster.operator.admin import AdminError, ControllerAdmin
+from rocketcluster.operator.catalogue_batch import put_missing
 from rocketcluster.operator.kube.apply import Applier, digest
 from rocketcluster.operator.kube.client import (
     KubeApiError,
@@ -45,9 +52,11 @@ from rocketcluster.operator.observe import (
     is_controller_member,
     orchestrated,
 )
+from rocketcluster.operator.orchestrate import compat
 from rocketcluster.operator.orchestrate.assess import Assessment, assess
 from rocketcluster.operator.orchestrate.broker_roll import next_group_step
 from rocketcluster.operator.orchestrate.controller_roll import next_controller_step
+from rocketcluster.operator.orchestrate.drain import next_drain_step
 from rocketcluster.operator.orchestrate.model import GroupObservation
 from rocketcluster.operator.orchestrate.rollout import Rollout
 from rocketcluster.operator.orchestrate.scale import (
@@ -56,7 +65,7 @@ from rocketcluster.operator.orchestrate.scale import (
     replica_scale_in_step,
 )
 from rocketcluster.operator.orchestrate.steps import Step, StepKind, blocked, done, wait
-from rocketcluster.operator.render import render_cluster
+from rocketcluster.operator.render import RenderContext, canary, render_cluster
 from rocketcluster.operator.render.brokers import client_endpoint
 from rocketcluster.operator.render.tls import TlsSpecError
 from rocketcluster.operator.trust import AdminTrust
@@ -81,10 +90,16 @@ class ClusterMemory:
     # its next write is conditional on (the watch's copy of the object may lag).
     rollout: Rollout | None = None
     resource_version: str | None = None
+    # Since when (monotonic) a drained master has waited for a successor, per group.
+    drain_waiting: dict[str, float] = field(default_factory=dict)
+    nodes_warned: bool = False
     last_status: str = ""
     # Per switchable part (prune.SWITCHABLE): what was rendered at its last prune.
     pruned: dict[str, frozenset[prune.ObjectKey]] = field(default_factory=dict)
     last_prune: float = 0.0
+    # The feature gate as this process last wrote it to status.features (the watch's
+    # copy may lag a write: a stale gate would flip what is rendered).
+    features: compat.Gate | None = None
 
 
 def _key(obj: dict[str, Any]) -> str:
@@ -114,6 +129,34 @@ class ClusterReconciler:
         self._leading = leading
 
     async def reconcile(self, body: dict[str, Any], memory: ClusterMemory) -> RocketClusterStatus:
+        try:
+            return await self._reconcile(body, memory)
+        except KubeApiError as exc:
+            if exc.status == 403:  # the operator's RBAC lacks a verb: say which, where
+                await self._forbidden(body, exc, memory)
+            raise
+
+    async def _forbidden(
+        self, body: dict[str, Any], exc: KubeApiError, memory: ClusterMemory
+    ) -> None:
+        """The status as it was, with a Warning (reason Forbidden) quoting the API
+        server: a person reads which verb on which resource the chart must grant."""
+        old = RocketClusterStatus.model_validate(body.get("status") or {})
+        warning = Condition(
+            type=ConditionType.WARNING.value,
+            status="True",
+            reason="Forbidden",
+            message=f"the operator was refused: {exc.message}"[:1000],
+            observed_generation=(body.get("metadata") or {}).get("generation"),
+        )
+        kept = [c for c in old.conditions if c.type != ConditionType.WARNING.value]
+        self._events("Warning", "Forbidden", exc.message)
+        with contextlib.suppress(KubeApiError):
+            await self._write_status(
+                body, old.model_copy(update={"conditions": [*kept, warning]}), memory
+            )
+
+    async def _reconcile(self, body: dict[str, Any], memory: ClusterMemory) -> RocketClusterStatus:
         meta = body.get("metadata") or {}
         generation = meta.get("generation")
         if memory.rollout is None or memory.resource_version is None:
@@ -132,9 +175,11 @@ class ClusterReconciler:
             )
             await self._write_status(body, status, memory)
             return status
-        # 1. render (and, with security.auth, its Secrets: users.py)
+        # 1. render (and, with security.auth, its Secrets: users.py), with what every
+        # member understands (status.features: orchestrate/compat.py)
+        before = memory.features or compat.persisted(body.get("status"))
         try:
-            rendered = render_cluster(cluster)
+            rendered = render_cluster(cluster, RenderContext(features=before))
         except TlsSpecError as exc:  # e.g. TLS on without the Secret: say what to set
             status = assess(Assessment(generation, "", (), None, {}, invalid=str(exc)))
             await self._write_status(body, status, memory)
@@ -145,12 +190,17 @@ class ClusterReconciler:
         workloads = {o["metadata"]["name"]: o for o in rendered if orchestrated(o)}
         # 2. observe what runs
         observed = await self._observer.observe(cluster, workloads)
+        if observed.nodes_warning and not memory.nodes_warned:
+            # said once per process: no drain awareness without Nodes
+            self._events("Warning", "NodesUnreadable", observed.nodes_warning)
+            memory.nodes_warned = True
+        features = compat.gate(observed.reports, before)
         # 3. apply what needs no orchestration; workloads as the orchestration allows
         steps: dict[str, Step] = {}
         await self._apply(cluster, rendered, observed, memory, steps)
         await self._prune(cluster, rendered, memory)
         # 4. topics and consumer groups of the manifest into the catalogue
-        await self._sync_catalogue(cluster, observed)
+        await self._sync_catalogue(cluster, observed, features)
         # 5. controllers first, then groups, one at a time
         await self._roll(cluster, observed, memory, steps)
         # 6. groups beyond the spec: drain, then remove
@@ -171,8 +221,9 @@ class ClusterReconciler:
                 steps=steps,
                 leaving=leaving,
             )
-        )
+        ).model_copy(update={"features": features.status()})
         await self._write_status(body, status, memory)
+        memory.features = features
         return status
 
     # -- 3. apply ---------------------------------------------------------------------
@@ -254,16 +305,20 @@ class ClusterReconciler:
 
     # -- 4. catalogue -----------------------------------------------------------------
 
-    async def _sync_catalogue(self, cluster: RocketCluster, observed: Observed) -> None:
+    async def _sync_catalogue(
+        self, cluster: RocketCluster, observed: Observed, features: compat.Gate
+    ) -> None:
         catalogue = observed.catalogue
         admin = observed.controller_admin
         if catalogue is None or admin is None:
             return
+        canary_topics, canary_groups = canary.catalogue_entries(cluster)  # spec.canary
         await put_missing(
             admin,
             catalogue,
-            topics=[canonical_spec(t) for t in cluster.spec.topics],
-            groups=[canonical_spec(g) for g in cluster.spec.consumer_groups],
+            topics=[canonical_spec(t) for t in cluster.spec.topics] + canary_topics,
+            groups=[canonical_spec(g) for g in cluster.spec.consumer_groups] + canary_groups,
+            features=features,
         )
 
     # -- 5. rolls ---------------------------------------------------------------------
@@ -291,7 +346,18 @@ class ClusterReconciler:
             index = kube.group_index(cluster.name, name)
             if index is None or index >= cluster.spec.brokers.groups:
                 continue  # leaving: drained, not rolled
-            step = next_group_step(group, attempts, rolling=rollout.rolling(name))
+            step = next_group_step(
+                group,
+                attempts,
+                rolling=rollout.rolling(name),
+                cordoned=observed.cordoned or frozenset(),
+            )
+            drain = self._drain_step(group, observed, memory)
+            roll = True
+            if drain.kind is StepKind.SWITCHOVER:
+                step, roll = drain, False  # a drained master goes first, whatever the roll
+            elif drain.kind is not StepKind.DONE and step.kind is StepKind.DONE:
+                step, roll = drain, False
             if step.kind is StepKind.SWITCHOVER and (
                 why := rollout.switchover_in_flight(name, now)
             ):
@@ -303,9 +369,10 @@ class ClusterReconciler:
             if step.kind is StepKind.BLOCKED and observed.controller_error:
                 step = blocked(f"the controllers do not answer ({observed.controller_error})")
             steps.setdefault(name, step)
-            await self._finish(cluster, name, step, memory)
+            if roll:
+                await self._finish(cluster, name, step, memory)
             if step.acts:
-                acted = await self._act(cluster, name, step, observed, memory)
+                acted = await self._act(cluster, name, step, observed, memory, roll=roll)
             if step.kind is not StepKind.DONE:
                 acted = True
         for name, step in list(steps.items()):
@@ -313,6 +380,23 @@ class ClusterReconciler:
                 part = name.removesuffix(" scale-in")
                 await self._act(cluster, part, step, observed, memory, roll=False)
                 acted = True
+
+    def _drain_step(
+        self, group: GroupObservation, observed: Observed, memory: ClusterMemory
+    ) -> Step:
+        """What a drain asks of ``group`` (orchestrate/drain.py): hand its master over
+        when the master's node is cordoned. The wait for a successor is timed here (a
+        restart starts it again)."""
+        step = next_drain_step(
+            group,
+            observed.cordoned or frozenset(),
+            waiting_for_s=time.monotonic() - memory.drain_waiting.get(group.name, time.monotonic()),
+        )
+        if step.kind is StepKind.DONE or step.acts:
+            memory.drain_waiting.pop(group.name, None)
+        else:
+            memory.drain_waiting.setdefault(group.name, time.monotonic())
+        return step
 
     async def _finish(
         self, cluster: RocketCluster, part: str, step: Step, memory: ClusterMemory
@@ -503,7 +587,7 @@ class ClusterReconciler:
             if admin is not None and (group.view is None or group.view.writable):
                 await self._try(admin.set_writable(group.name, False), "Drain", group.name)
                 return []  # write-disabled now; what is left is judged next tick
-            problems = await self._drain_problems(group)
+            problems = await self._drain_problems(group, cluster)
             if problems and not forced:
                 return problems
             rollout = memory.rollout or Rollout()
@@ -537,12 +621,13 @@ class ClusterReconciler:
             return
         await self._record(cluster, memory, (memory.rollout or Rollout()).removed(group))
 
-    async def _drain_problems(self, group: GroupObservation) -> list[str]:
+    async def _drain_problems(self, group: GroupObservation, cluster: RocketCluster) -> list[str]:
         master = group.master_pod if group.replicated else next(iter(group.pods), None)
         if master is None or not master.ip:
             return [f"{group.name} has no master to check (an election is running)"]
         try:
-            return drain_problems(await self._observer.contents(master.ip))
+            contents = await self._observer.contents(master.ip)
+            return drain_problems(contents, *canary.drain_ignores(cluster))
         except AdminError as exc:
             return [f"the master of {group.name} does not answer: {exc}"]
 
@@ -559,6 +644,7 @@ class ClusterReconciler:
         for api_version, kind, name in (
             ("apps/v1", "StatefulSet", group),
             ("policy/v1", "PodDisruptionBudget", group),
+            ("policy/v1", "PodDisruptionBudget", f"{group}-master"),  # brokers.master_budget_name
             ("v1", "Service", group),
             ("v1", "Service", kube.headless_service_name(group)),
             ("v1", "ConfigMap", kube.broker_config_name(group)),
@@ -580,7 +666,8 @@ class ClusterReconciler:
         old = RocketClusterStatus.model_validate(body.get("status") or {})
         status = status.model_copy(
             update={
-                "conditions": merge_conditions(old.conditions, status.conditions, now_rfc3339())
+                "conditions": merge_conditions(old.conditions, status.conditions, now_rfc3339()),
+                "features": status.features or old.features,  # kept by an early return
             }
         )
         # status.rollout is written apart, before each action, conditionally (_record)
@@ -603,36 +690,6 @@ class ClusterReconciler:
         version = (written.get("metadata") or {}).get("resourceVersion")
         if version:
             memory.resource_version = version
-
-
-async def put_missing(
-    admin: ControllerAdmin,
-    catalogue: dict[str, Any],
-    *,
-    topics: list[dict[str, Any]],
-    groups: list[dict[str, Any]],
-) -> None:
-    """Put what differs from the catalogue (the manifest's topics and groups, in the
-    catalogue's canonical form: ``canonical_spec``), MAX_BATCH_ENTRIES to a command:
-    a manifest of 10,000 topics is ten Raft entries, not ten thousand puts each with
-    its own fsync. Controllers that predate the batch get one put per entry."""
-    have_topics = {t["name"]: t for t in catalogue.get("topics") or []}
-    have_groups = {g["name"]: g for g in catalogue.get("consumerGroups") or []}
-    puts = [("topics", t) for t in topics if have_topics.get(t["name"]) != t]
-    puts += [("consumer-groups", g) for g in groups if have_groups.get(g["name"]) != g]
-    for start in range(0, len(puts), MAX_BATCH_ENTRIES):
-        batch = puts[start : start + MAX_BATCH_ENTRIES]
-        try:
-            await admin.put_entries(
-                [body for kind, body in batch if kind == "topics"],
-                [body for kind, body in batch if kind == "consumer-groups"],
-            )
-        except AdminError as exc:
-            if exc.status not in (404, 405):
-                raise
-            for collection, body in puts[start:]:  # one put per entry, as before
-                await admin.put(collection, body["name"], body)
-            return
 
 
 def _monitoring_unavailable(api_version: str, exc: KubeApiError) -> bool:

@@ -1,6 +1,7 @@
 """``security.auth`` in the API server: the admin token Secret, one Secret per user,
 the users Secret the brokers mount and, with ``spec.console``, the console's session
-key Secret (what each holds: render/auth.py).
+key Secret (what each holds: render/auth.py). With ``spec.canary`` the canary's user
+``rocketcluster-canary`` is one of the users (unless ``spec.users`` names it).
 
 :class:`UsersReconciler` keeps them, for a cluster on every tick (``sync``) and for a
 RocketUser when it changes (``put``): a Secret that holds a key is never
@@ -34,7 +35,7 @@ from rocketcluster.api.user_resource import (
 from rocketcluster.api.users import UserSpec
 from rocketcluster.operator.kube.apply import Applier
 from rocketcluster.operator.kube.client import KubeClient
-from rocketcluster.operator.render import auth
+from rocketcluster.operator.render import auth, canary
 from rocketcluster.operator.render.meta import component_selector
 
 ROCKET_USER = "RocketUser"
@@ -98,6 +99,10 @@ class UsersReconciler:
             await self._console_session_key(cluster, known)
         users = [await self._credentials(cluster, user, None, known) for user in cluster.spec.users]
         named = {u.access_key for u in users}
+        probe = canary.canary_user(cluster)  # spec.canary signs as its own user
+        if probe is not None and probe.name not in named:
+            users.append(await self._credentials(cluster, probe, None, known))
+            named.add(probe.name)
         for body in await self._rocket_users(cluster):
             try:
                 resource = rocket_user(body)

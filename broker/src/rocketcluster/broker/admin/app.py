@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from rocketcluster.api.body_limit import BodyLimit
+from rocketcluster.api.features import advertised
 from rocketcluster.api.names import GroupName, MessageId, MessageKey, TopicName
 from rocketcluster.api.stats import ROW_KINDS
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
@@ -119,6 +120,8 @@ def create_admin_app(
                 "flushedOffset": store.commitlog.flushed_offset,
                 "dispatchedOffset": store.dispatched_offset,
             },
+            # What this broker's code understands (api/features.py), for the operator.
+            **advertised(),
         }
 
     # -- topics --------------------------------------------------------------

@@ -23,7 +23,7 @@ PLURALS: Final[dict[str, dict[str, str]]] = {
     },
     "apps/v1": {"Deployment": "deployments", "StatefulSet": "statefulsets"},
     "batch/v1": {"CronJob": "cronjobs"},
-    "networking.k8s.io/v1": {"Ingress": "ingresses"},
+    "networking.k8s.io/v1": {"Ingress": "ingresses", "NetworkPolicy": "networkpolicies"},
     "policy/v1": {"PodDisruptionBudget": "poddisruptionbudgets"},
     "rbac.authorization.k8s.io/v1": {"Role": "roles", "RoleBinding": "rolebindings"},
     "monitoring.coreos.com/v1": {

@@ -39,6 +39,10 @@ LEADER_CHANGES_IN_15M: Final = 3
 UPLOAD_LAG_SECONDS: Final = 600
 BACKEND_DOWN_FOR: Final = "5m"
 RETENTION_HELD_FOR: Final = "10m"
+# The canary: a group none of whose probes succeeded in CANARY_WINDOW (while probes
+# ran) for CANARY_FOR pages.
+CANARY_WINDOW: Final = "1m"
+CANARY_FOR: Final = "2m"
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
@@ -127,6 +131,10 @@ def alerts(scope: Mapping[str, str] | None = None) -> tuple[Alert, ...]:
     upload_lag = f"max by (cluster, group, node_id) ({m('rocketmq_tiered_upload_lag_seconds')})"
     backend_up = f"min by (cluster, group, node_id) ({m('rocketmq_tiered_backend_up')})"
     held = f"max by (cluster, group, node_id) ({m('rocketmq_tiered_retention_held_segments')})"
+    probes = m("rocketmq_canary_probes_total")
+    probes_ok = m("rocketmq_canary_probes_total", 'result="ok"')
+    canary_ok = f"sum by (cluster, group) (increase({probes_ok}[{CANARY_WINDOW}]))"
+    canary_probed = f"sum by (cluster, group) (increase({probes}[{CANARY_WINDOW}]))"
     mib = ACK_LAG_BYTES // (1024 * 1024)
     return (
         Alert(
@@ -312,6 +320,22 @@ def alerts(scope: Mapping[str, str] | None = None) -> tuple[Alert, ...]:
                 "commit log segment(s) past their time because their messages are not in "
                 "tiered storage yet; the disk fills until uploads catch up, then writes "
                 "are refused."
+            ),
+        ),
+        Alert(
+            name="RocketClusterCanaryFailing",
+            severity="critical",
+            signal=canary_ok,
+            expr=f"{canary_ok} == 0 and on (cluster, group) {canary_probed} > 0",
+            for_=CANARY_FOR,
+            summary=(
+                "The canary cannot produce and consume through group {{ $labels.group }} "
+                "of {{ $labels.cluster }}"
+            ),
+            description=(
+                "No canary probe of {{ $labels.group }} has come back for 3 minutes: a "
+                "message sent through the group's client endpoint is refused, times out "
+                "or is never received — what an application using that group sees now."
             ),
         ),
     )

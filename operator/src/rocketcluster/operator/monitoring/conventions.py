@@ -9,6 +9,8 @@ from typing import Final
 JOB_PREFIX: Final = "rocketcluster-"
 BROKER_JOB: Final = f"{JOB_PREFIX}broker"
 CONTROLLER_JOB: Final = f"{JOB_PREFIX}controller"
+# The canary (spec.canary) is scraped under its own job, on its own port.
+CANARY_JOB: Final = f"{JOB_PREFIX}canary"
 # Where each alert's runbook section lives (the heading is the alert's name; GitHub
 # anchors it lower-cased).
 RUNBOOK_URL: Final = "https://github.com/rocketcluster/rocketcluster/blob/main/docs/runbooks.md"

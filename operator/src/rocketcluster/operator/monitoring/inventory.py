@@ -127,7 +127,17 @@ CONTROLLER_METRICS: Final = (
     "rocketmq_controller_master_epoch",
     "rocketmq_controller_sync_state_set_size",
 )
-METRICS: Final = BROKER_METRICS + TIERED_METRICS + CONTROLLER_METRICS
+# Exported by the canary (spec.canary, `rocketctl canary`: ctl/canary/probe.py), one
+# series per probed broker group.
+CANARY_METRICS: Final = (
+    "rocketmq_canary_e2e_latency_seconds_bucket",
+    "rocketmq_canary_e2e_latency_seconds_count",
+    "rocketmq_canary_e2e_latency_seconds_sum",
+    "rocketmq_canary_probes_total",
+    "rocketmq_canary_success_ratio",
+    "rocketmq_canary_last_success_timestamp_seconds",
+)
+METRICS: Final = BROKER_METRICS + TIERED_METRICS + CONTROLLER_METRICS + CANARY_METRICS
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ COLUMNS: Final = 24
 DATASOURCE: Final = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 REF_IDS: Final = "ABCDEFGHIJ"
 
-Panel = timeseries.Panel | stat.Panel
+Panel = timeseries.Panel | stat.Panel | db.Row
 Step = tuple[float, str]
 
 
@@ -177,6 +177,13 @@ class Grid:
         self.panels.append(panel)
         return self
 
+    def row(self, title: str) -> Grid:
+        """A row header across the whole width, on a line of its own: the panels
+        added after it are its section."""
+        if self._x:
+            self._x, self._y, self._row_height = 0, self._y + self._row_height, 0
+        return self.add(db.Row(title).collapsed(False), COLUMNS, 1)
+
 
 def datasource_variable() -> db.DatasourceVariable:
     return db.DatasourceVariable("datasource").label("Data source").type("prometheus")
@@ -228,6 +235,6 @@ def board(
     for variable in variables:
         built = built.with_variable(variable)
     for panel in grid.panels:
-        built = built.with_panel(panel)
+        built = built.with_row(panel) if isinstance(panel, db.Row) else built.with_panel(panel)
     data: dict[str, Any] = json.loads(json.dumps(built.build(), cls=JSONEncoder))
     return data

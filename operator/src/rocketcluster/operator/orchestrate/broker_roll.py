@@ -51,7 +51,10 @@ def next_group_step(
     rolling: bool = False,
     stuck_after_s: float = STUCK_AFTER_S,
     max_switchover_failures: int = MAX_SWITCHOVER_FAILURES,
+    cordoned: frozenset[str] = frozenset(),
 ) -> Step:
+    """``cordoned``: nodes being drained; a master is handed to a slave elsewhere
+    when there is one (the drain would move one on a cordoned node next)."""
     attempts = attempts or Attempts()
     todo = stale(group)
     if not todo:
@@ -119,7 +122,7 @@ def next_group_step(
     ]
     if not candidates:
         return wait(f"no caught-up slave of {group.name} to hand the master role to")
-    target = candidates[0]
+    target = min(candidates, key=lambda p: (p.node is not None and p.node in cordoned, p.name))
     return Step(
         StepKind.SWITCHOVER,
         f"master {master.name} runs an old spec: hand over to {target.name}",

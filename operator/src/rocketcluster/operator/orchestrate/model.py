@@ -28,6 +28,7 @@ class PodState:
     # Seconds since the group's master last saw this slave hold all it had (from the
     # master's admin API; None: not reported, or never caught up since it connected).
     caught_up_ago_s: float | None = None
+    node: str | None = None  # spec.nodeName (None: not scheduled yet)
 
 
 @dataclass(frozen=True)

@@ -52,18 +52,30 @@ def _internal(topic: str) -> bool:
     return topic.startswith((SYSTEM_TOPIC_PREFIX, RETRY_PREFIX))
 
 
-def drain_problems(contents: GroupContents) -> list[str]:
-    """Why the group is not drained yet (empty: drained), in a few readable lines."""
+def drain_problems(
+    contents: GroupContents,
+    ignore_topics: frozenset[str] = frozenset(),
+    ignore_groups: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Why the group is not drained yet (empty: drained), in a few readable lines.
+    ``ignore_topics`` and ``ignore_groups`` (the canary's: render/canary.py) never
+    keep a group: their messages are probes, nobody's data."""
     problems: list[str] = []
     by_topic: dict[str, dict[int, QueueRange]] = {}
     for q in contents.queues:
-        by_topic.setdefault(q.topic, {})[q.queue_id] = q
+        if q.topic not in ignore_topics:
+            by_topic.setdefault(q.topic, {})[q.queue_id] = q
+    consumption = [
+        c
+        for c in contents.consumption
+        if c.topic not in ignore_topics and c.consumer_group not in ignore_groups
+    ]
     readers: dict[str, set[str]] = {}
-    for c in contents.consumption:
+    for c in consumption:
         readers.setdefault(c.topic, set()).add(c.consumer_group)
     behind: dict[str, int] = {}
     inflight: dict[str, int] = {}
-    for c in contents.consumption:
+    for c in consumption:
         queue = by_topic.get(c.topic, {}).get(c.queue_id)
         end = queue.max_offset if queue else c.committed
         if end > c.committed:

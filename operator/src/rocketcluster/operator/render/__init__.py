@@ -2,7 +2,7 @@
 no API calls, no clock — so ``rocketctl render``, the tests and the operator all see
 exactly the same objects."""
 
-from rocketcluster.operator.render.cluster import render_cluster
+from rocketcluster.operator.render.cluster import RenderContext, render_cluster
 from rocketcluster.operator.render.meta import K8sObject
 
-__all__ = ["K8sObject", "render_cluster"]
+__all__ = ["K8sObject", "RenderContext", "render_cluster"]

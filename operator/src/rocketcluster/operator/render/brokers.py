@@ -1,9 +1,10 @@
 """Broker groups: one StatefulSet per group (OnDelete — only the operator's roller
 replaces pods, in its order), a headless Service that names every replica, a client
 Service that selects whichever pod is master (each broker labels its own pod), a
-ConfigMap with one config file per replica, and a PodDisruptionBudget. Tiered storage
-adds to the broker pods only: S3 credentials from the named Secret as environment
-variables, or the posix backend's shared claim mounted at its path."""
+ConfigMap with one config file per replica, and two PodDisruptionBudgets (the master;
+the other replicas). Tiered storage adds to the broker pods only: S3 credentials from
+the named Secret as environment variables, or the posix backend's shared claim
+mounted at its path."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from rocketcluster.api.broker_config import (
 from rocketcluster.api.cluster import BrokersSpec, ResourcesSpec, RocketCluster
 from rocketcluster.api.process_settings import broker_settings
 from rocketcluster.api.tiered_spec import TieredBackend
+from rocketcluster.operator.orchestrate.compat import Gate, for_group
 from rocketcluster.operator.render import auth, pods, tls
 from rocketcluster.operator.render.controllers import member_addresses
 from rocketcluster.operator.render.hashing import pod_hash
@@ -289,15 +291,53 @@ def statefulset(cluster: RocketCluster, group: str) -> K8sObject:
     }
 
 
+def master_budget_name(group: str) -> str:
+    return f"{group}-master"
+
+
+def _role_selector(cluster: RocketCluster, group: str, operator: str) -> dict[str, Any]:
+    return {
+        "matchLabels": group_selector(cluster, group),
+        "matchExpressions": [
+            {"key": kube.LABEL_ROLE, "operator": operator, "values": [kube.ROLE_MASTER]}
+        ],
+    }
+
+
 def disruption_budget(cluster: RocketCluster, group: str) -> K8sObject:
-    """One replica of a group at a time; the roller keeps minInSyncReplicas itself."""
+    """The group's replicas other than its master (each broker labels its own pod with
+    its role; one not labelled yet counts here): a drain may take one of them away
+    while the others keep ``replicas - 2`` up. An integer ``minAvailable``, because
+    against ``maxUnavailable`` the disruption controller counts the StatefulSet's
+    whole scale and would never allow a disruption of the slaves it selects."""
+    replicas = cluster.spec.brokers.replicas
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": metadata(cluster, group, COMPONENT, extra_labels=_group(group)),
         "spec": {
-            "maxUnavailable": 1,
-            "selector": {"matchLabels": group_selector(cluster, group)},
+            "minAvailable": max(0, replicas - 2),
+            "selector": _role_selector(cluster, group, "NotIn"),
+        },
+    }
+
+
+def master_disruption_budget(cluster: RocketCluster, group: str) -> K8sObject:
+    """The group's master: never evicted while it is master (a group of two or more).
+    A drain of its node waits, answered 429, until the operator has switched it over
+    to a slave on another node; the old master then relabels itself and falls under
+    the group's other budget. The selectors never overlap, so an eviction never meets
+    two budgets."""
+    replicas = cluster.spec.brokers.replicas
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(
+            cluster, master_budget_name(group), COMPONENT, extra_labels=_group(group)
+        ),
+        "spec": {
+            "minAvailable": 1 if replicas >= 2 else 0,
+            "selector": _role_selector(cluster, group, "In"),
         },
     }
 
@@ -353,14 +393,18 @@ def render_group(cluster: RocketCluster, group: str) -> list[K8sObject]:
         client_service(cluster, group),
         statefulset(cluster, group),
         disruption_budget(cluster, group),
+        master_disruption_budget(cluster, group),
     ]
 
 
-def render(cluster: RocketCluster) -> list[K8sObject]:
+def render(cluster: RocketCluster, features: Gate | None = None) -> list[K8sObject]:
+    """``features``: the feature gate; a group's objects then hold only what its
+    brokers understand (compat.for_group). None: what the spec says."""
     groups = group_names(cluster)
     if not groups:
         return []
     objects = pod_label_rbac(cluster)
     for group in groups:
-        objects += render_group(cluster, group)
+        spec = cluster if features is None else for_group(cluster, features, group)
+        objects += render_group(spec, group)
     return objects

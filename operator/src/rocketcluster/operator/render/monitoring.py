@@ -8,7 +8,9 @@
   covers both kinds, and a pod that is not ready yet (a slave catching up) is scraped
   too. Its relabelings produce the scrape convention the alerts rely on (job
   ``rocketcluster-broker``/``rocketcluster-controller``, target labels ``cluster``
-  and ``group``; see ``monitoring.conventions``);
+  and ``group``; see ``monitoring.conventions``). With ``spec.canary`` on, a
+  second endpoint scrapes the canary's pod (port ``canary-http``, job
+  ``rocketcluster-canary``);
 - ``prometheusRule`` → one **PrometheusRule** with every alert scoped to
   ``cluster="<name>"``;
 - ``grafanaDashboards`` → one **ConfigMap** per dashboard, labelled
@@ -32,12 +34,13 @@ from rocketcluster.api.auth import ADMIN_TOKEN_KEY
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.operator.monitoring.alerts import rule_groups
 from rocketcluster.operator.monitoring.conventions import (
+    CANARY_JOB,
     DASHBOARD_TAG,
     GRAFANA_DASHBOARD_LABEL,
     JOB_PREFIX,
 )
 from rocketcluster.operator.monitoring.packaged import dashboards
-from rocketcluster.operator.render import auth, tls
+from rocketcluster.operator.render import auth, canary, tls
 from rocketcluster.operator.render.meta import K8sObject, component_selector, metadata
 
 COMPONENT: Final = "monitoring"
@@ -71,7 +74,31 @@ def pod_monitor(cluster: RocketCluster) -> K8sObject:
             "name": auth.token_secret(cluster),
             "key": ADMIN_TOKEN_KEY,
         }
+    if canary.enabled(cluster):
+        spec = monitor["spec"]
+        spec["selector"]["matchExpressions"][0]["values"].append(canary.COMPONENT)
+        spec["podMetricsEndpoints"].append(_canary_endpoint())
     return monitor
+
+
+def _canary_endpoint() -> dict[str, Any]:
+    """The canary's pod (spec.canary): plain HTTP on its own port, no token (it
+    exports probe results, nothing of the cluster's data); its series carry the
+    cluster and the broker group they probe (honorLabels)."""
+    return {
+        "port": canary.PORT_NAME,
+        "path": "/metrics",
+        "interval": SCRAPE_INTERVAL,
+        "honorLabels": True,
+        "relabelings": [
+            {"targetLabel": "job", "replacement": CANARY_JOB},
+            {
+                "sourceLabels": [_meta_label(kube.LABEL_CLUSTER)],
+                "regex": "(.+)",
+                "targetLabel": "cluster",
+            },
+        ],
+    }
 
 
 def _pod_monitor(cluster: RocketCluster) -> K8sObject:

@@ -11,6 +11,7 @@ from rocketcluster.operator.monitoring.boards.common import (
     cluster_variable,
     free_ratio,
     group_variable,
+    quantile,
     rate,
     targets_down,
 )
@@ -248,12 +249,85 @@ def overview() -> dict[str, Any]:
             12,
         )
     )
+    canary_row(grid)
     return board(
         "rocketcluster-overview",
         "RocketCluster / Overview",
         "A RocketCluster at a glance: availability, traffic, lag and disk.",
         [cluster_variable()],
         grid,
+    )
+
+
+def canary_row(grid: Grid) -> Grid:
+    """The canary (spec.canary, ``rocketctl canary``): what a client sees of each broker
+    group — whether its messages come back, and how fast."""
+    c = ("cluster",)
+    ok = rules.CANARY_WINDOW
+    return (
+        grid.row("Canary")
+        .add(
+            single(
+                "Canary success by group",
+                "Share of each group's last 12 canary probes whose message came back "
+                "(send through the group's client endpoint, receive, acknowledge).",
+                "percentunit",
+                Q(f"min by (group) ({v('rocketmq_canary_success_ratio', *c)})", "{{group}}"),
+                base="red",
+                steps=((0.5, "orange"), (1.0, "green")),
+            ),
+            6,
+        )
+        .add(
+            graph(
+                "Canary end-to-end latency",
+                "From before a canary message is sent until it is received back, by group: "
+                "the median and the 99th percentile.",
+                "s",
+                Q(
+                    quantile(0.5, "rocketmq_canary_e2e_latency_seconds", "group", *c),
+                    "{{group}} p50",
+                ),
+                Q(
+                    quantile(0.99, "rocketmq_canary_e2e_latency_seconds", "group", *c),
+                    "{{group}} p99",
+                ),
+                min_value=0,
+            ),
+            6,
+        )
+        .add(
+            graph(
+                "Canary probes by result",
+                "Probes per second by group and result: ok, send_error (refused, no "
+                "master, unreachable), receive_timeout (sent but never received). "
+                f"RocketClusterCanaryFailing fires when a group has no ok probe in {ok}, "
+                f"for {rules.CANARY_FOR}.",
+                "ops",
+                Q(
+                    f"sum by (group, result) (rate({v('rocketmq_canary_probes_total', *c)}"
+                    f"[{RATE}]))",
+                    "{{group}} {{result}}",
+                ),
+                min_value=0,
+            ),
+            6,
+        )
+        .add(
+            graph(
+                "Since the last good probe",
+                "Seconds since a canary message last came back through each group.",
+                "s",
+                Q(
+                    "time() - max by (group) "
+                    f"({v('rocketmq_canary_last_success_timestamp_seconds', *c)})",
+                    "{{group}}",
+                ),
+                steps=((60.0, "orange"), (180.0, "red")),
+                min_value=0,
+            ),
+            6,
+        )
     )
 
 
