@@ -37,6 +37,15 @@ def operated(make: Callable[[], EmulatedBackend]) -> Iterator[OperatedCluster]:
         backend.close()
 
 
+def with_canary(directory: Path) -> Path:
+    """examples/cluster.yaml with its canary on (spec.canary): what the journey runs."""
+    doc = yaml.safe_load(MANIFEST.read_text())
+    doc["spec"]["canary"] = {"enabled": True, "intervalSeconds": 2}
+    path = directory / "cluster-with-canary.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 def one_group(directory: Path, change: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """examples/cluster.yaml with one broker group (three replicas, sync 2 of 3) and
     its three controllers: the same shape, half the pods; ``change`` edits the spec."""

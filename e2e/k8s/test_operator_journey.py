@@ -10,22 +10,27 @@ realiser here (or a real cluster when one is configured)."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rocketcluster.api import kube
-from rocketcluster.api.cluster import controller_image_for
+from rocketcluster.api.broker_config import ADMIN_PORT, CLIENT_PORT, CONTROLLER_PORT, HA_PORT
+from rocketcluster.api.cluster import OPERATOR_POD_LABELS, controller_image_for
 from rocketcluster.ctl.workload import Workload, consume, produce
 from rocketcluster.e2e.k8s import steps
 from rocketcluster.e2e.k8s.backends import EmulatedBackend
 from rocketcluster.e2e.k8s.catalogue_bench import Bulk, measure_apply, measure_resume
-from rocketcluster.e2e.k8s.operated import condition, wait_until
+from rocketcluster.e2e.k8s.operated import OperatedCluster, condition, wait_until
 from rocketcluster.e2e.k8s.operator_kills import OperatorKills
 from rocketcluster.e2e.k8s.operators import LEASE_ENV
+from rocketcluster.e2e.kube.netprobe import probe, probe_pod
 
-from .conftest import CATALOGUE, MANIFEST, Journey
+from .conftest import CATALOGUE, Journey, with_canary
 
 pytestmark = pytest.mark.slow
 
@@ -39,9 +44,9 @@ def _names(objects: list[dict[str, Any]]) -> list[str]:
     return sorted(str(o["metadata"]["name"]) for o in objects)
 
 
-def test_apply_becomes_ready_with_masters_in_status(journey: Journey) -> None:
+def test_apply_becomes_ready_with_masters_in_status(journey: Journey, tmp_path: Path) -> None:
     cluster = journey.cluster
-    ready = steps.apply_until_ready(cluster, MANIFEST)
+    ready = steps.apply_until_ready(cluster, with_canary(tmp_path))
     assert ready.applied == "rocketcluster.rocketcluster.io/prod created"
     status = ready.status
     assert status["masters"] == "2/2"
@@ -70,6 +75,68 @@ def test_official_client_through_the_group_services(journey: Journey) -> None:
     sent = produce(endpoints, 200)
     received = consume(endpoints, len(sent), group="billing")
     assert sorted(received) == sorted(sent)
+
+
+def test_network_policies_admit_the_cluster_and_refuse_a_stranger(journey: Journey) -> None:
+    """The NetworkPolicies the operator renders (spec.networkPolicies, on by default)
+    are enforced by the realiser: a stranger pod, in the cluster's namespace or
+    another, reaches the client port only — of a broker and of a group's Service —
+    never the admin API (with elect), replication or the controllers; a pod labelled
+    as the operator reaches the admin APIs. Every path the cluster itself used so far
+    (replication, brokers to controllers, the operator's admin calls) was admitted:
+    not one connection of a cluster pod was refused."""
+    cluster = journey.needs("ready")
+    backend = cluster.backend
+    if not isinstance(backend, EmulatedBackend):
+        pytest.skip("a real cluster's CNI enforces the policies; not observable from here")
+    harness = backend.harness
+    state = json.loads((harness.dir / "realiser.json").read_text())
+    assert state["networkPolicies"] == "enforced", state
+    assert all(n == 0 for n in harness.network_policy_refusals().values()), (
+        harness.network_policy_refusals()
+    )
+    ns = backend.namespace
+    names = {p["metadata"]["name"] for p in backend.objects("networkpolicy")}
+    assert {"prod-brokers", "prod-controllers", f"{GROUPS[0]}-replication"} <= names, names
+    harness.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input="\n---\n".join(
+            json.dumps(o)
+            for o in (
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}},
+                probe_pod("stranger", "stranger", ns),
+                probe_pod("faraway", "stranger", "elsewhere"),
+                probe_pod("operator-like", "", backend.identity.namespace, OPERATOR_POD_LABELS),
+            )
+        ),
+    )
+    broker = cluster.group_pods(GROUPS[0])[0]["status"]["podIP"]
+    controller = cluster.member_ips(1)[0]
+    service = (backend.get("service", GROUPS[0]) or {})["spec"]["clusterIP"]
+    paths = {
+        "broker client": (broker, CLIENT_PORT),
+        "group Service": (service, CLIENT_PORT),
+        "broker admin": (broker, ADMIN_PORT),
+        "replication": (broker, HA_PORT),
+        "controller Raft": (controller, CONTROLLER_PORT),
+        "controller admin": (controller, ADMIN_PORT),
+    }
+    seen = {
+        (src, path): probe(harness, src, host, port, where)["result"]
+        for src, where in (("stranger", ns), ("faraway", "elsewhere"))
+        for path, (host, port) in paths.items()
+    }
+    print(" ".join(f"{s}->{p}:{r}" for (s, p), r in sorted(seen.items())))
+    for (src, path), result in seen.items():
+        client = path in ("broker client", "group Service")
+        assert (result != "refused") == client, (src, path, result)
+    operator_ns = backend.identity.namespace
+    for host, port in ((broker, ADMIN_PORT), (controller, ADMIN_PORT)):
+        assert probe(harness, "operator-like", host, port, operator_ns)["result"] != "refused"
+    for name, where in (("stranger", ns), ("faraway", "elsewhere"), ("operator-like", operator_ns)):
+        harness.kubectl("delete", "pod", name, "-n", where, "--wait=false")
 
 
 def test_topics_and_consumer_groups_as_resources(journey: Journey) -> None:
@@ -154,10 +221,50 @@ def test_an_image_change_rolls_in_order_under_load(journey: Journey) -> None:
     assert steps.images_by_component(cluster) == {
         (kube.COMPONENT_BROKER, roll.image),
         (kube.COMPONENT_CONTROLLER, controller_image_for(roll.image)),
+        ("canary", roll.image),  # from the brokers' image
     }
     assert roll.acknowledged > 100
     assert roll.lost == 0, f"{roll.lost} of {roll.acknowledged} acknowledged messages lost"
     journey.done.add("roll")
+
+
+def _canary_metrics(cluster: OperatedCluster) -> dict[tuple[str, str], float]:
+    """(metric with its labels but cluster, group) -> value, from the canary pod."""
+    (pod,) = cluster.pods({kube.LABEL_COMPONENT: "canary"})
+    text = cluster.http.get(f"http://{pod['status']['podIP']}:8091/metrics").text
+    found: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        match = re.match(r"^(rocketmq_canary_[a-z_]+)\{(.*)\} (\S+)$", line)
+        if not match:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2)))
+        group = labels.pop("group", "")
+        labels.pop("cluster", None)
+        name = match.group(1) + "".join(f",{k}={v}" for k, v in sorted(labels.items()))
+        found[(name, group)] = float(match.group(3))
+    return found
+
+
+def test_the_canary_probes_every_group_through_the_roll(journey: Journey) -> None:
+    """spec.canary: a Deployment that sends and receives through each group's client
+    Service every 2 s. After the roll (and its operator deaths) every group's last
+    probes succeed; what failed during it is printed."""
+    cluster = journey.needs("roll")
+
+    def all_ok() -> dict[tuple[str, str], float] | None:
+        metrics = _canary_metrics(cluster)
+        ratios = {g: v for (n, g), v in metrics.items() if n == "rocketmq_canary_success_ratio"}
+        return metrics if set(ratios) == set(GROUPS) and min(ratios.values()) >= 0.99 else None
+
+    metrics = wait_until(all_ok, 120, "every group's canary succeeding", lambda: "")
+    for group in GROUPS:
+        results = {
+            n.split("result=")[1]: int(v)
+            for (n, g), v in metrics.items()
+            if g == group and n.startswith("rocketmq_canary_probes_total,")
+        }
+        print(f"canary {group}: {results}")
+        assert results.get("ok", 0) > 10, results
 
 
 def test_scale_out_to_three_groups(journey: Journey) -> None:
@@ -184,12 +291,43 @@ def test_scale_in_is_refused_while_the_group_holds_unconsumed_messages(journey: 
 
 
 def test_a_drained_group_is_removed(journey: Journey) -> None:
+    """...even when the operator dies between two of the group's deletes (emulated
+    backend: a failpoint): the next leader finishes the removal from status.rollout,
+    although nothing of the group is observed any more."""
     cluster = journey.needs("scale-in-refused")
-    drained = steps.drain_and_remove(cluster, LEAVING, journey.on_new_group)
+    backend = cluster.backend
+    if isinstance(backend, EmulatedBackend):
+        (backend.failpoints / "armed").write_text("after:RemoveGroupObject\n")
+    try:
+        drained = steps.drain_and_remove(cluster, LEAVING, journey.on_new_group)
+    finally:
+        if isinstance(backend, EmulatedBackend):
+            (backend.failpoints / "armed").write_text("")
     assert drained.consumed == len(journey.on_new_group)
     assert cluster.status()["masters"] == "2/2"
-    for kind, name in (("service", LEAVING), ("configmap", kube.broker_config_name(LEAVING))):
-        assert cluster.backend.get(kind, name) is None, f"{kind} {name} is still there"
+    if isinstance(backend, EmulatedBackend):
+        assert (backend.failpoints / "fired" / "after-RemoveGroupObject").exists()
+    leftovers = (
+        ("service", LEAVING),
+        ("service", kube.headless_service_name(LEAVING)),
+        ("configmap", kube.broker_config_name(LEAVING)),
+        ("poddisruptionbudget", LEAVING),
+        ("poddisruptionbudget", f"{LEAVING}-master"),
+    )
+    wait_until(
+        lambda: all(cluster.backend.get(kind, name) is None for kind, name in leftovers),
+        60,
+        "every object of the removed group deleted",
+        lambda: str([f"{k}/{n}" for k, n in leftovers if cluster.backend.get(k, n)]),
+    )
+    wait_until(
+        lambda: (
+            not ((cluster.resource() or {}).get("status", {}).get("rollout") or {}).get("removing")
+        ),
+        60,
+        "status.rollout.removing emptied",
+        lambda: str(((cluster.resource() or {}).get("status") or {}).get("rollout")),
+    )
     assert drained.retained_claims == [f"data-{LEAVING}-{r}" for r in range(3)], (
         "whenScaled: Retain keeps the leaving group's volumes"
     )
@@ -209,3 +347,18 @@ def test_deletion_leaves_what_the_retention_policy_says(journey: Journey) -> Non
     # whenDeleted: Retain (the default) keeps every volume, brokers' and controllers'
     assert deleted.claims_after == deleted.claims_before
     assert any(c.startswith("prod-controller-") for c in deleted.claims_after)
+
+
+def test_the_operator_and_the_brokers_needed_nothing_their_rbac_lacks(journey: Journey) -> None:
+    """On the emulator every request is authorised as the API server does it: the
+    operator runs as the chart's ServiceAccount under the chart's RBAC, each broker as
+    its pod's ServiceAccount under the Role the operator renders. None was refused."""
+    backend = journey.cluster.backend
+    if not isinstance(backend, EmulatedBackend):
+        pytest.skip("a real cluster's API server logs its own refusals (audit log)")
+    refused = [
+        r
+        for r in backend.harness.forbidden_report()
+        if r["user"].startswith("system:serviceaccount:")
+    ]
+    assert refused == [], refused[:5]

@@ -26,7 +26,7 @@ from rocketcluster.api import kube
 from rocketcluster.api.auth import UsersFile
 from rocketcluster.ctl.testing import quiet_official_client, wait_for
 from rocketcluster.e2e.k8s.backends import BackendUnavailable, EmulatedBackend
-from rocketcluster.e2e.k8s.operated import OperatedCluster
+from rocketcluster.e2e.k8s.operated import OperatedCluster, condition
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = {
@@ -219,3 +219,50 @@ def test_the_console_serves_the_cluster_with_the_operators_secrets(
         assert signed.status_code == 303
         assert "orders" in http.get("/topics").text  # pub on orders: it may see it
         assert http.get("/groups/billing").status_code == 403  # no sub on billing
+
+
+def test_a_verb_missing_from_the_chart_is_a_forbidden_warning(cluster: OperatedCluster) -> None:
+    """The emulator enforces RBAC: with ``delete pods`` taken out of the chart's
+    ClusterRole, the roll of a spec change is refused, and the status says so in a
+    Warning (reason Forbidden) quoting the API server; granted again, the roll goes on."""
+    backend = cluster.backend
+    assert isinstance(backend, EmulatedBackend)
+    cluster.wait_condition("Ready", "True", timeout=240)
+    role_name = backend.identity.service_account  # the chart's fullname
+    role = backend.harness.get("clusterroles", None, role_name)
+    assert role is not None
+    granted = json.loads(json.dumps(role["rules"]))
+    narrowed = [
+        {**r, "verbs": [v for v in r["verbs"] if v != "delete"]}
+        if r.get("resources") == ["pods"]
+        else r
+        for r in granted
+    ]
+    assert narrowed != granted
+
+    def set_rules(rules: list[dict[str, Any]]) -> None:
+        current = backend.harness.get("clusterroles", None, role_name) or {}
+        backend.kubectl("apply", "-f", "-", input=yaml.safe_dump({**current, "rules": rules}))
+
+    set_rules(narrowed)
+    try:
+        cluster.patch({"brokers": {"groups": 1, "replicas": 1, "maxMessageBytes": 2097152}})
+
+        def forbidden() -> dict[str, Any] | None:
+            warning = next(
+                (c for c in cluster.status().get("conditions") or [] if c["type"] == "Warning"),
+                None,
+            )
+            return warning if warning and warning.get("reason") == "Forbidden" else None
+
+        warning = wait_for(forbidden, timeout=120, what="a Forbidden warning in status")
+        message = warning["message"]
+        assert 'cannot delete resource "pods"' in message, message
+        assert f"system:serviceaccount:{backend.identity.namespace}:" in message, message
+    finally:
+        set_rules(granted)
+    cluster.wait(
+        lambda s: cluster.settled(s) and (condition(s, "Warning") or {}).get("status") == "False",
+        240,
+        "the roll finished once delete pods was granted again",
+    )

@@ -7,13 +7,16 @@ caught up for ``haMaxTimeSlaveNotCatchup``, so one stopped slave leaves its grou
 with 2 in-sync replicas, below the minimum — what the SyncStateSet alert compares.
 The other group keeps serving, so traffic goes on throughout. The official client
 produces and consumes continuously; one consumer group never acknowledges, so its
-messages reach the dead-letter queue. Prometheus (the Debian package's binary, our
-own process) scrapes every broker and controller every second and evaluates the
-rules file the chart ships, every second.
+messages reach the dead-letter queue. The canary (``rocketctl canary --dir``) probes
+both groups: the degraded one fails from the moment its slave stops (its sends cannot
+reach three in-sync replicas), the other stays ok. Prometheus (the Debian package's
+binary, our own process) scrapes every broker, controller and the canary every second
+and evaluates the rules file the chart ships, every second.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections.abc import Iterator
@@ -25,6 +28,8 @@ import pytest
 import yaml
 
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.ctl.canary.cli import running_canary
+from rocketcluster.ctl.console_cli import free_port
 from rocketcluster.ctl.workload import Cluster, Workload, running
 from rocketcluster.e2e.prometheus import (
     PrometheusAPI,
@@ -34,6 +39,7 @@ from rocketcluster.e2e.prometheus import (
     prometheus_config,
     render_config,
 )
+from rocketcluster.operator.monitoring.conventions import CANARY_JOB
 
 from .traffic import Consumers
 
@@ -42,6 +48,9 @@ EXAMPLE = REPO / "examples" / "cluster.yaml"
 RULES = REPO / "charts" / "rocketcluster-operator" / "rules" / "rocketcluster.rules.yaml"
 ACKING_GROUP = "billing"
 NEVER_ACKING_GROUP = "never-acks"
+# The canary probes each group this often; a probe fails after this long.
+CANARY_INTERVAL_S = 2.0
+CANARY_TIMEOUT_S = 5.0
 
 
 def monitored_cluster() -> RocketCluster:
@@ -80,6 +89,18 @@ class Monitored:
         )
 
 
+def canary_scrape_job(address: str, cluster: str) -> dict[str, Any]:
+    """The canary's scrape job, as the operator's PodMonitor makes it: job
+    ``rocketcluster-canary``, the cluster as a target label, the canary's own
+    ``group`` labels kept."""
+    return {
+        "job_name": CANARY_JOB,
+        "metrics_path": "/metrics",
+        "honor_labels": True,
+        "static_configs": [{"targets": [address], "labels": {"cluster": cluster}}],
+    }
+
+
 @pytest.fixture(scope="session")
 def prometheus_binary() -> Path:
     try:
@@ -116,10 +137,23 @@ def monitored(
         workload = Workload(cluster.endpoints)
         consumers = Consumers(cluster.endpoints, ACKING_GROUP, NEVER_ACKING_GROUP)
         config = prometheus_config(cluster.state, rule_files=[rules_file])
+        canary_port = free_port()
+        config["scrape_configs"].append(
+            canary_scrape_job(f"127.0.0.1:{canary_port}", cluster.state["name"])
+        )
         prometheus = PrometheusServer(root / "prometheus", render_config(config), prometheus_binary)
         workload.start()
         consumers.start()
+        beside = contextlib.ExitStack()  # the canary: stopped by its PID at the end
         try:
+            beside.enter_context(
+                running_canary(
+                    cluster.runtime.directory,
+                    canary_port,
+                    interval=CANARY_INTERVAL_S,
+                    timeout=CANARY_TIMEOUT_S,
+                )
+            )
             prometheus.start()
             with prometheus.api() as api:
                 targets = sum(len(j["static_configs"]) for j in config["scrape_configs"])
@@ -142,4 +176,5 @@ def monitored(
             consumers.stop()
             workload.stop()
             prometheus.stop()
+            beside.close()
     shutil.rmtree(root, ignore_errors=True)  # a few hundred MB of segments and TSDB

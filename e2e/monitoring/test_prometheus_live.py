@@ -15,14 +15,14 @@ from collections import Counter
 import pytest
 
 from rocketcluster.ctl.testing import wait_for
-from rocketcluster.e2e.prometheus import Check, judge, metric_checks
+from rocketcluster.e2e.prometheus import Alert, Check, judge, metric_checks
 from rocketcluster.e2e.prometheus.checks import (
     FAMILY_SUFFIXES,
     duration_seconds,
     evaluate,
     evaluate_until_data,
 )
-from rocketcluster.operator.monitoring.alerts import alerts
+from rocketcluster.operator.monitoring.alerts import CANARY_WINDOW, alerts
 from rocketcluster.operator.monitoring.inventory import EXPECTED_EMPTY, METRICS, queries
 
 from .conftest import Monitored
@@ -131,3 +131,44 @@ def test_the_stopped_slave_fires_the_sync_state_set_alert(monitored: Monitored) 
         if a.name == name and a.labels.get("group") == monitored.healthy_group
     ]
     assert not healthy, f"the group with every replica running alerts too: {healthy}"
+
+
+def _canary_alerts(monitored: Monitored, name: str) -> list[Alert]:
+    return [a for a in monitored.api.alerts() if a.name == name]
+
+
+def test_a_failing_group_fires_the_canary_alert(monitored: Monitored) -> None:
+    """The canary's probes of the degraded group have failed since its slave stopped
+    (three in-sync replicas needed, two left: every send is refused), those of the
+    other group succeed: the alert fires for the degraded group alone."""
+    (rule,) = [a for a in alerts() if a.name.endswith("CanaryFailing")]
+    window = duration_seconds(CANARY_WINDOW)
+    monitored.quiet()  # nothing left to happen needs the traffic
+    firing = wait_for(
+        lambda: [
+            a
+            for a in _canary_alerts(monitored, rule.name)
+            if a.state == "firing" and a.labels.get("group") == monitored.degraded_group
+        ],
+        window + duration_seconds(rule.for_) + ALERT_MARGIN_S,
+        1.0,
+        f"{rule.name} firing for {monitored.degraded_group}",
+    )
+    probes = monitored.api.query("sum by (group, result) (rocketmq_canary_probes_total)")
+    counts = sorted((s.labels["group"], s.labels["result"], int(s.value)) for s in probes.samples)
+    print(
+        f"{rule.name} firing {time.monotonic() - monitored.stopped_at:.0f}s after the slave "
+        f"stopped; canary probes (group, result, count): {counts}"
+    )
+    (alert,) = firing
+    assert alert.labels.get("severity") == "critical"
+    assert alert.annotations.get("runbook_url", "").endswith(f"#{rule.name.lower()}")
+    healthy = [
+        a
+        for a in _canary_alerts(monitored, rule.name)
+        if a.labels.get("group") == monitored.healthy_group
+    ]
+    assert not healthy, f"the group whose probes succeed alerts too: {healthy}"
+    ratio = f'rocketmq_canary_success_ratio{{group="{monitored.healthy_group}"}}'
+    ok = monitored.api.query(ratio).samples
+    assert [s.value for s in ok] == [1.0], ok

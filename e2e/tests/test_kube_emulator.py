@@ -223,8 +223,8 @@ def test_watch_resumes_from_a_resource_version(kube: KubeHarness) -> None:
         "timeoutSeconds": "1",
         "labelSelector": "w=1",
     }
-    with httpx.stream(
-        "GET", f"{kube.api_url}/api/v1/namespaces/default/configmaps", params=params, timeout=30
+    with kube.http.stream(  # the harness's client: the admin's token
+        "GET", "/api/v1/namespaces/default/configmaps", params=params, timeout=30
     ) as stream:
         events = [json.loads(line) for line in stream.iter_lines() if line.strip()]
     kinds = [(e["type"], e["object"]["metadata"]["name"]) for e in events]

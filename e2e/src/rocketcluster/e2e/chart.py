@@ -20,6 +20,7 @@ import yaml
 
 from rocketcluster.api.cluster import RocketCluster, load_manifest
 from rocketcluster.api.crdgen import schema_of, strict_schema
+from rocketcluster.e2e.kube import rbac
 from rocketcluster.e2e.kube.binaries import BinariesUnavailable, ensure_binaries
 from rocketcluster.operator.render import render_cluster
 
@@ -158,37 +159,10 @@ def one(objects: Iterable[dict[str, Any]], kind: str, name: str) -> dict[str, An
 
 # -- RBAC -----------------------------------------------------------------------------
 
-Permission = tuple[str, str, str]  # (API group, resource, verb)
-
-
-def granted(rules: Iterable[Mapping[str, Any]]) -> set[Permission]:
-    """Every (group, resource, verb) the rules grant on any object of the resource.
-    Rules limited to ``resourceNames`` grant nothing here: a call on an arbitrary
-    object needs an unlimited rule. Wildcards stay ``*`` (and so match nothing else)."""
-    out: set[Permission] = set()
-    for rule in rules:
-        if rule.get("resourceNames") or rule.get("nonResourceURLs"):
-            continue
-        for group in rule.get("apiGroups", []):
-            for resource in rule.get("resources", []):
-                for verb in rule.get("verbs", []):
-                    out.add((group, resource, verb))
-    return out
-
-
-def allows(rules: Iterable[Mapping[str, Any]], permission: Permission) -> bool:
-    """What the API server's RBAC authorizer answers, wildcards included."""
-    group, resource, verb = permission
-    for rule in rules:
-        if rule.get("resourceNames"):
-            continue
-        if (
-            (group in rule.get("apiGroups", []) or "*" in rule.get("apiGroups", []))
-            and (resource in rule.get("resources", []) or "*" in rule.get("resources", []))
-            and (verb in rule.get("verbs", []) or "*" in rule.get("verbs", []))
-        ):
-            return True
-    return False
+# What a list of rules grants, matched as the emulator's authorizer matches them.
+Permission = rbac.Permission
+granted = rbac.granted
+allows = rbac.allows
 
 
 def group_of(api_version: str) -> str:

@@ -25,7 +25,8 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from rocketcluster.e2e.images.buildah import run_argv, working_container
-from rocketcluster.e2e.k8s.operators import OperatorReplicas, replica_name
+from rocketcluster.e2e.k8s.chart_identity import install_operator_identity
+from rocketcluster.e2e.k8s.operators import LEASE_ENV, OperatorReplicas, replica_name
 from rocketcluster.e2e.k8s.rollcheck import PodEvent
 from rocketcluster.e2e.kube.binaries import BinariesUnavailable, ensure_binaries
 from rocketcluster.e2e.kube.harness import HarnessError, KubeHarness
@@ -99,6 +100,7 @@ class EmulatedBackend:
         operator_image: str | None = None,
         host_sources: Mapping[str, Path] | None = None,
         operator_replicas: int = 2,
+        nodes: int = 1,
     ) -> None:
         try:
             ensure_binaries()
@@ -106,24 +108,39 @@ class EmulatedBackend:
             raise BackendUnavailable(str(exc)) from exc
         self.image: str | None = image
         self.harness = KubeHarness(
-            directory, pod_runtime="image" if image else "process", host_sources=host_sources
+            directory,
+            pod_runtime="image" if image else "process",
+            host_sources=host_sources,
+            nodes=nodes,
+            # the NetworkPolicies the operator renders, enforced (processes only: in
+            # image mode whether buildah keeps a pod's cgroup is unchecked)
+            network_policies="off" if image else "enforce",
         )
         self._resources = contextlib.ExitStack()
         try:
             self.harness.start()
             self.harness.kubectl("apply", "-f", str(crds))
+            # The operator acts as the chart's ServiceAccount, under the chart's RBAC
+            # (enforced by the emulator): a verb the chart lacks is a 403.
+            self.identity = install_operator_identity(self.harness)
             self.failpoints = self.harness.dir / "failpoints"
             self.failpoints.mkdir(exist_ok=True)
             env = {
                 "ROCKETCLUSTER_APPLY_MODE": "merge",
                 "ROCKETCLUSTER_TICK_SECONDS": TICK_S,
                 "ROCKETCLUSTER_FAILPOINT_DIR": str(self.failpoints),
+                "KUBECONFIG": str(self.identity.kubeconfig),
+                "POD_NAMESPACE": self.identity.namespace,  # where its Lease is
             }
             argv = [sys.executable, "-m", "rocketcluster.operator.main"]
-            if operator_image:
-                argv = self._in_image(operator_image, env)
-                operator_replicas = 1  # one working container
-            self.operators = OperatorReplicas(self.harness, argv, env, operator_replicas)
+            if operator_image:  # one working container: one replica, its env baked in
+                argv = self._in_image(
+                    operator_image, {**env, **LEASE_ENV, "POD_NAME": replica_name(0)}
+                )
+                operator_replicas = 1
+            self.operators = OperatorReplicas(
+                self.harness, argv, env, operator_replicas, namespace=self.identity.namespace
+            )
         except BaseException:
             self.close()
             raise
@@ -145,12 +162,12 @@ class EmulatedBackend:
 
     def _in_image(self, image: str, env: dict[str, str]) -> list[str]:
         """``buildah run`` of the operator image's entry point as the image's user,
-        with a readable copy of the emulator's kubeconfig (it holds no credentials:
-        plain HTTP on loopback, which the host network reaches)."""
+        with a copy of the ServiceAccount's kubeconfig the image's user can read (its
+        token and the emulator's CA: a test's own, on loopback)."""
         name = container_name(self.harness.dir / "operator", image)
         self._resources.enter_context(working_container(image, name))
         source = self.harness.dir / "operator-kubeconfig"
-        source.write_bytes(self.harness.kubeconfig.read_bytes())
+        source.write_bytes(self.identity.kubeconfig.read_bytes())
         source.chmod(0o644)
         return run_argv(
             name,

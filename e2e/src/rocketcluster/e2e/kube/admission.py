@@ -59,6 +59,10 @@ def apply_defaults(
     gives a Service its ClusterIP (the API server allocates it, not kube-proxy)."""
     obj = copy.deepcopy(obj)
     spec = obj.setdefault("spec", {}) if rt.kind not in _NO_SPEC else None
+    if rt.kind == "Namespace":  # set on every write, as the API server does
+        meta = obj.setdefault("metadata", {})
+        if meta.get("name"):
+            meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
     if rt.kind == "Pod" and spec is not None:
         _default_pod_spec(spec)
     elif rt.kind == "Service" and spec is not None:

@@ -1,6 +1,7 @@
-"""A small async client for the emulator (or any API server without auth): what the
-realiser needs — list, watch, get, create, the PATCH types, delete — and nothing
-more. Paths come from :class:`ResourceType`; errors keep the server's Status."""
+"""A small async client for the emulator: what the realiser needs — list, watch,
+get, create, the PATCH types, delete, TokenRequest — and nothing more, with the
+bearer token it is given. Paths come from :class:`ResourceType`; errors keep the
+server's Status."""
 
 from __future__ import annotations
 
@@ -41,9 +42,10 @@ def _error(response: httpx.Response) -> KubeError:
 
 
 class KubeClient:
-    def __init__(self, base_url: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, *, timeout: float = 30.0, token: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, headers=headers)
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -120,6 +122,14 @@ class KubeClient:
         return await self._call(
             "PATCH", url, content=json.dumps(patch), headers={"Content-Type": content_type}
         )
+
+    async def token(self, namespace: str, service_account: str) -> str:
+        """A new token of a ServiceAccount (TokenRequest); :class:`KubeError` 404 when
+        the ServiceAccount does not exist."""
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+        data = await self._call("POST", path, json=body)
+        return str(data["status"]["token"])
 
     async def delete(
         self,

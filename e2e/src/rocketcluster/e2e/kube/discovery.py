@@ -25,6 +25,8 @@ _SUB_VERBS = {
     "status": ["get", "patch", "update"],
     "scale": ["get", "patch", "update"],
     "log": ["get"],
+    "token": ["create"],
+    "eviction": ["create"],
 }
 
 
@@ -89,6 +91,10 @@ def _sub_entry(rt: ResourceType, sub: str) -> dict[str, Any]:
     }
     if sub == "scale":
         entry.update(kind="Scale", group="autoscaling", version="v1")
+    if sub == "token":  # TokenRequest (what kubectl create token posts)
+        entry.update(kind="TokenRequest", group="authentication.k8s.io", version="v1")
+    if sub == "eviction":  # what kubectl drain looks for to evict through policy/v1
+        entry.update(kind="Eviction", group="policy", version="v1")
     return entry
 
 

@@ -9,14 +9,23 @@ path is ours: list (``kind: <Kind>List``, label and field selectors), get, watch
 (``resourceVersion`` honoured: history replayed from it, or 410 Gone when it is too
 old; selector transitions reported as ADDED/DELETED like the real server),
 create, PUT, the four PATCH types, delete and deletecollection, and the ``status``,
-``scale`` and ``log`` subresources.
+``scale``, ``log`` and ``eviction`` subresources (evictions judged against
+PodDisruptionBudgets by :mod:`disruption`).
+
+Every request is authenticated (:mod:`authn`: the admin token, ServiceAccount
+tokens from TokenRequest — ``serviceaccounts/token`` — or anonymous; a token nobody
+issued gets 401) and, with ``--authorization-mode RBAC``, authorised by the
+Roles and bindings in the store (:mod:`rbac`, with the escalation check on RBAC
+writes): a refusal is the API server's 403 Status, also logged as one JSON line
+``{"forbidden": {...}}`` on stderr. ``AlwaysAllow`` (the default) authenticates
+only. Every namespace gets its ``default`` ServiceAccount.
 
 Server-side apply (``application/apply-patch+yaml``) is a merge of the applied
 object, creating it when missing: no managed fields, so a field dropped from the
 applied manifest is *not* removed, unlike on a real server.
 
-``python -m rocketcluster.e2e.kube.emulator --port 0`` prints ``READY <url>`` and
-serves until SIGTERM.
+``python -m rocketcluster.e2e.kube.emulator --port 0`` prints ``READY <url>`` (and,
+with ``--tls-dir``, an ``https://`` URL after it: :mod:`tls`) and serves until SIGTERM.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import datetime
 import json
 import os
 import signal
@@ -38,12 +48,16 @@ import aiohttp.web
 import kmock
 import yaml
 
-from rocketcluster.e2e.kube import discovery, labels, patches, tables
+from rocketcluster.e2e.kube import discovery, disruption, labels, patches, rbac, tables, tls
+from rocketcluster.e2e.kube.authn import UNAUTHORIZED, Authenticator, Unauthorized
 from rocketcluster.e2e.kube.network import SERVICE_NETWORK, IpAllocator, reserve_block
 from rocketcluster.e2e.kube.resources import Registry, ResourceType
 from rocketcluster.e2e.kube.store import ApiError, Change, Store
 
 HISTORY = 50_000  # watch events kept for resuming from a resourceVersion
+AUTHORIZATION_MODES = ("AlwaysAllow", "RBAC")
+# where a request keeps its authenticated user
+_USER = aiohttp.web.RequestKey("rocketcluster.user", rbac.UserInfo)
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _IDLE_CHECK_S = 5.0
 
@@ -68,8 +82,21 @@ def _group_version(request: kmock.Request) -> tuple[str, str]:
 class Emulator(kmock.KubernetesEmulator):
     """The API server. One per process; all state lives on the instance."""
 
-    def __init__(self, *, pod_logs: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        pod_logs: Path | None = None,
+        admin_token: str | None = None,
+        authorization_mode: str = "AlwaysAllow",
+        forbidden_log: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         super().__init__()
+        if authorization_mode not in AUTHORIZATION_MODES:
+            raise ValueError(f"authorization mode {authorization_mode!r}")
+        self.authorization_mode = authorization_mode
+        self.authn = Authenticator(admin_token, self._service_account_uid)
+        self.forbidden_log = forbidden_log
+        self._rbac_index: rbac.RbacIndex | None = None  # None: rebuild on next use
         self.registry = Registry()
         # ClusterIPs from a block no other emulator on this host uses
         block, lock = reserve_block(SERVICE_NETWORK)
@@ -80,10 +107,158 @@ class Emulator(kmock.KubernetesEmulator):
         self.watchers: set[asyncio.Queue[Change]] = set()
         self.pod_logs = pod_logs
         self.store.listeners.append(self._fan_out)
+        self.store.listeners.append(self._rbac_changed)
+        self.store.listeners.append(self._default_service_account)
+        for obj in rbac.bootstrap_objects():
+            plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}
+            rbac_type = self.registry.get(rbac.GROUP, "v1", plural[obj["kind"]])
+            if rbac_type is not None:
+                self.store.create(rbac_type, None, obj)
         ns_type = self.registry.get("", "v1", "namespaces")
         if ns_type is not None:
             for name in INITIAL_NAMESPACES:
                 self.store.create(ns_type, None, {"metadata": {"name": name}})
+
+    # --- authentication and authorization -----------------------------------------
+
+    def _service_account_uid(self, namespace: str, name: str) -> str | None:
+        rt = self.registry.get("", "v1", "serviceaccounts")
+        if rt is None:
+            return None
+        try:
+            return str(self.store.get(rt, namespace, name)["metadata"]["uid"])
+        except ApiError:
+            return None
+
+    def _rbac_changed(self, change: Change) -> None:
+        if change.group_resource[0] == rbac.GROUP:
+            self._rbac_index = None
+
+    def _default_service_account(self, change: Change) -> None:
+        """Every new namespace gets its ``default`` ServiceAccount (the
+        serviceaccounts controller's job)."""
+        if change.type != "ADDED" or change.group_resource != ("", "namespaces"):
+            return
+        rt = self.registry.get("", "v1", "serviceaccounts")
+        name = change.obj["metadata"]["name"]
+        if rt is not None and self._service_account_uid(name, "default") is None:
+            with contextlib.suppress(ApiError):
+                self.store.create(rt, name, {"metadata": {"name": "default"}})
+
+    def rbac_index(self) -> rbac.RbacIndex:
+        if self._rbac_index is None:
+            objects = {}
+            for plural in (*rbac.ROLE_KINDS, *rbac.BINDING_KINDS):
+                rt = self.registry.get(rbac.GROUP, "v1", plural)
+                objects[plural] = [] if rt is None else self.store.list_objects(rt, None)
+            self._rbac_index = rbac.RbacIndex.from_objects(objects)
+        return self._rbac_index
+
+    def _allowed(self, attrs: rbac.Attributes) -> bool:
+        return self.authorization_mode == "AlwaysAllow" or self.rbac_index().authorize(attrs)
+
+    def _forbid(self, attrs: rbac.Attributes, message: str | None = None) -> ApiError:
+        """The 403 of a refused request, logged as one JSON line."""
+        message = message or rbac.forbidden_message(attrs)
+        if self.forbidden_log is not None:
+            self.forbidden_log(
+                {
+                    "user": attrs.user.name,
+                    "groups": list(attrs.user.groups),
+                    "verb": attrs.verb,
+                    "apiGroup": attrs.api_group,
+                    "resource": attrs.resource,
+                    "subresource": attrs.subresource,
+                    "namespace": attrs.namespace,
+                    "name": attrs.name,
+                    "path": attrs.path,
+                    "message": message,
+                }
+            )
+        details: dict[str, Any] = {}
+        if attrs.resource_request:
+            details = {"group": attrs.api_group, "kind": attrs.resource}
+            if attrs.name:
+                details["name"] = attrs.name
+        return ApiError(403, "Forbidden", message, details)
+
+    def _authorize_resource(
+        self,
+        raw: aiohttp.web.BaseRequest,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str | None,
+        sub: str | None,
+    ) -> rbac.Attributes:
+        q = raw.query
+        watch = raw.method.upper() == "GET" and q.get("watch") in ("true", "1")
+        verb = rbac.request_verb(raw.method, name=name, watch=watch, subresource=sub)
+        target = name or ""
+        if not target and verb in ("list", "watch"):  # a metadata.name field selector
+            for req in labels.parse_field_selector(q.get("fieldSelector")):
+                if req.path == ("metadata", "name") and req.equal:
+                    target = req.value
+        attrs = rbac.Attributes(
+            raw[_USER],
+            verb,
+            api_group=rt.group,
+            resource=rt.plural,
+            subresource=sub or "",
+            name=target,
+            namespace=(namespace or "") if rt.namespaced else "",
+        )
+        if not self._allowed(attrs):
+            raise self._forbid(attrs)
+        return attrs
+
+    def _confirm_no_escalation(
+        self,
+        attrs: rbac.Attributes,
+        rt: ResourceType,
+        namespace: str | None,
+        obj: Any,
+    ) -> None:
+        """A Role or ClusterRole only with rules its writer holds (or ``escalate``);
+        a binding only to a role whose rules the writer holds (or ``bind``)."""
+        if self.authorization_mode == "AlwaysAllow" or attrs.user.privileged:
+            return
+        if not isinstance(obj, dict):
+            return
+        ns = (namespace or "") if rt.namespaced else ""
+        name = str((obj.get("metadata") or {}).get("name") or attrs.name)
+        index = self.rbac_index()
+        qualified = f"{rt.plural}.{rt.group}"
+        if rt.plural in rbac.ROLE_KINDS:
+            escalate = rbac.Attributes(
+                attrs.user, "escalate", rbac.GROUP, rt.plural, name=name, namespace=ns
+            )
+            if index.authorize(escalate):
+                return
+            missing = rbac.uncovered(index.rules_for(attrs.user, ns), obj.get("rules") or [])
+        else:
+            ref = obj.get("roleRef") or {}
+            ref_plural = "clusterroles" if ref.get("kind") == "ClusterRole" else "roles"
+            bind = rbac.Attributes(
+                attrs.user, "bind", rbac.GROUP, ref_plural, name=ref.get("name", ""), namespace=ns
+            )
+            if index.authorize(bind):
+                return
+            ref_type = self.registry.get(rbac.GROUP, "v1", ref_plural)
+            try:
+                if ref_type is None:
+                    raise ApiError(404, "NotFound", f"{ref_plural} are not served")
+                role = self.store.get(ref_type, ns or None, str(ref.get("name", "")))
+            except ApiError as exc:
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'{qualified} "{name}" is forbidden: {exc.message}',
+                    {"name": name, "group": rt.group, "kind": rt.plural},
+                ) from exc
+            missing = rbac.uncovered(index.rules_for(attrs.user, ns), role.get("rules") or [])
+        if missing:
+            message = rbac.escalation_message(attrs.user, qualified, name, missing)
+            raise self._forbid(attrs, message)
 
     def _allocate_service_ip(self, namespace: str, name: str) -> str:
         return self._service_ips.allocate(f"{namespace}/{name}")
@@ -143,11 +318,20 @@ class Emulator(kmock.KubernetesEmulator):
         return self._json(doc)
 
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        try:
+            raw[_USER] = self.authn.authenticate(raw.headers.get("Authorization"))
+        except Unauthorized:
+            return aiohttp.web.json_response(UNAUTHORIZED, status=401)
+        route = _route(raw.path)
+        if route is None:  # a non-resource URL: discovery, version, health, OpenAPI
+            attrs = rbac.Attributes(raw[_USER], rbac.non_resource_verb(raw.method), path=raw.path)
+            if not self._allowed(attrs):
+                err = self._forbid(attrs)
+                return aiohttp.web.json_response(err.status(), status=err.code)
         if raw.path in ("/healthz", "/readyz", "/livez"):
             return aiohttp.web.Response(text="ok")
         if raw.path.startswith("/openapi/v3"):
             return self._openapi(raw.path)
-        route = _route(raw.path)
         if route is not None:
             try:
                 return await self._serve_resource(raw, *route)
@@ -193,6 +377,7 @@ class Emulator(kmock.KubernetesEmulator):
         self, raw: aiohttp.web.BaseRequest, group: str, version: str, rest: list[str]
     ) -> aiohttp.web.StreamResponse:
         rt, namespace, name, sub = self._resolve(group, version, rest)
+        attrs = self._authorize_resource(raw, rt, namespace, name, sub)
         q = raw.query
         method = raw.method.upper()
         dry_run = q.get("dryRun") == "All"
@@ -220,6 +405,13 @@ class Emulator(kmock.KubernetesEmulator):
                 }
             )
         body = await self._body(raw)
+        if rt.group == rbac.GROUP and sub is None and method in ("POST", "PUT", "PATCH"):
+            would_be = body
+            if method == "PATCH" and name is not None:
+                would_be = self._patch(rt, namespace, name, sub, raw, body, True, strict)
+            self._confirm_no_escalation(attrs, rt, namespace, would_be)
+        if sub == "token" and method == "POST" and name is not None:
+            return self._token_request(rt, namespace, name, body)
         if method == "POST" and name is None:
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "the request body is not a JSON object")
@@ -234,6 +426,8 @@ class Emulator(kmock.KubernetesEmulator):
             return self._log(rt, namespace, name, q)
         if sub == "scale":
             return await self._scale(rt, namespace, name, method, raw, body, dry_run)
+        if sub == "eviction":
+            return self._evict(rt, namespace, name, method, body, dry_run)
         if method == "GET":
             obj = self.store.get(rt, namespace, name)
             if table:
@@ -323,6 +517,33 @@ class Emulator(kmock.KubernetesEmulator):
                 strict=strict,
             )
 
+    def _token_request(
+        self, rt: ResourceType, namespace: str | None, name: str, body: Any
+    ) -> aiohttp.web.StreamResponse:
+        """TokenRequest: a token for an existing ServiceAccount (bound to its uid)."""
+        account = self.store.get(rt, namespace, name)
+        spec = dict((body or {}).get("spec") or {}) if isinstance(body, dict) else {}
+        seconds = int(spec.get("expirationSeconds") or 3600)
+        token = self.authn.mint(str(namespace), name, account["metadata"]["uid"])
+        expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
+        return self._json(
+            {
+                "kind": "TokenRequest",
+                "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {
+                    "audiences": spec.get("audiences") or ["https://kubernetes.default.svc"],
+                    "expirationSeconds": seconds,
+                    "boundObjectRef": spec.get("boundObjectRef"),
+                },
+                "status": {
+                    "token": token,
+                    "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                },
+            },
+            status=201,
+        )
+
     def _delete_collection(
         self, rt: ResourceType, namespace: str | None, q: Any, body: Any
     ) -> aiohttp.web.StreamResponse:
@@ -395,6 +616,65 @@ class Emulator(kmock.KubernetesEmulator):
 
         obj = self.store.update(rt, namespace, name, mutate, dry_run=dry_run)
         return self._json(scale_of(obj))
+
+    def _evict(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        method: str,
+        body: Any,
+        dry_run: bool,
+    ) -> aiohttp.web.StreamResponse:
+        """``POST pods/<name>/eviction``: the pod is deleted (with the Eviction's
+        ``deleteOptions``) when its PodDisruptionBudget allows it (:mod:`disruption`);
+        otherwise 429, or 500 when more than one budget selects it."""
+        if method != "POST":
+            raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on pods/eviction")
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the request body is not an Eviction object")
+        named = (body.get("metadata") or {}).get("name")
+        if named not in (None, "", name):
+            raise ApiError(
+                400, "BadRequest", f"name in URL does not match name in Eviction object: {named}"
+            )
+        pod = self.store.get(rt, namespace, name)
+        pdb_rt = self.registry.preferred("policy", "poddisruptionbudgets")
+        pdbs = [] if pdb_rt is None else self.store.list_objects(pdb_rt, namespace)
+        verdict = disruption.judge(
+            pod, pdbs, self.store.list_objects(rt, namespace), self._scale_of
+        )
+        if not verdict.allowed:
+            details: dict[str, Any] = {"name": name, "kind": "pods"}
+            if verdict.causes:
+                details["causes"] = list(verdict.causes)
+            raise ApiError(verdict.code, verdict.reason, verdict.message, details)
+        options = body.get("deleteOptions") or {}
+        grace = options.get("gracePeriodSeconds")
+        self.store.delete(
+            rt,
+            namespace,
+            name,
+            propagation=options.get("propagationPolicy"),
+            dry_run=dry_run or options.get("dryRun") == ["All"],
+            uid_precondition=(options.get("preconditions") or {}).get("uid"),
+            grace_period=None if grace is None else int(grace),
+        )
+        return self._json(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"},
+            status=201,
+        )
+
+    def _scale_of(self, kind: str, namespace: str, name: str) -> int | None:
+        """A pod controller's ``spec.replicas`` (the disruption controller's scale)."""
+        for rt in self.registry:
+            if rt.kind == kind and rt.group in ("apps", "") and "scale" in rt.subresources:
+                try:
+                    obj = self.store.get(rt, namespace, name)
+                except ApiError:
+                    return None
+                return int((obj.get("spec") or {}).get("replicas", 1))
+        return None
 
     def _log(
         self, rt: ResourceType, namespace: str | None, name: str, q: Any
@@ -535,19 +815,45 @@ class Emulator(kmock.KubernetesEmulator):
         return response
 
 
-async def serve(host: str, port: int, pod_logs: Path | None) -> None:
-    emulator = Emulator(pod_logs=pod_logs)
+def log_forbidden(entry: dict[str, Any]) -> None:
+    """A refused request as one JSON line on stderr (the harness's ``emulator.log``)."""
+    print(json.dumps({"forbidden": entry}, sort_keys=True), file=sys.stderr, flush=True)
+
+
+async def serve(
+    host: str,
+    port: int,
+    pod_logs: Path | None,
+    *,
+    admin_token: str | None = None,
+    authorization_mode: str = "AlwaysAllow",
+    tls_dir: Path | None = None,
+) -> None:
+    emulator = Emulator(
+        pod_logs=pod_logs,
+        admin_token=admin_token,
+        authorization_mode=authorization_mode,
+        forbidden_log=log_forbidden,
+    )
     server = aiohttp.web.Server(emulator)
     loop = asyncio.get_running_loop()
     async with emulator:
         listener = await loop.create_server(server, host, port)
         bound = listener.sockets[0].getsockname()[1]
-        print(f"READY http://{host}:{bound}", flush=True)
+        urls = [f"http://{host}:{bound}"]
+        listeners = [listener]
+        if tls_dir is not None:  # for kubectl, which sends credentials only over TLS
+            tls.self_signed(tls_dir)
+            secure = await loop.create_server(server, host, 0, ssl=tls.server_context(tls_dir))
+            listeners.append(secure)
+            urls.append(f"https://{host}:{secure.sockets[0].getsockname()[1]}")
+        print("READY " + " ".join(urls), flush=True)
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
-        listener.close()
+        for each in listeners:
+            each.close()
         await server.shutdown(1.0)
 
 
@@ -561,9 +867,37 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="the realiser's logs dir, to serve pods/log from",
     )
+    parser.add_argument(
+        "--admin-token-file",
+        type=Path,
+        default=None,
+        help="a file holding the bearer token of the admin user (system:masters)",
+    )
+    parser.add_argument(
+        "--authorization-mode",
+        choices=AUTHORIZATION_MODES,
+        default="AlwaysAllow",
+        help="RBAC: evaluate Roles and bindings; AlwaysAllow: authenticate only",
+    )
+    parser.add_argument(
+        "--tls-dir",
+        type=Path,
+        default=None,
+        help="also serve HTTPS with a self-signed certificate written here (tls.crt)",
+    )
     args = parser.parse_args(argv)
+    admin_token = args.admin_token_file.read_text().strip() if args.admin_token_file else None
     try:
-        asyncio.run(serve(args.host, args.port, args.pod_logs))
+        asyncio.run(
+            serve(
+                args.host,
+                args.port,
+                args.pod_logs,
+                admin_token=admin_token,
+                authorization_mode=args.authorization_mode,
+                tls_dir=args.tls_dir,
+            )
+        )
     except KeyboardInterrupt:
         sys.exit(130)
 

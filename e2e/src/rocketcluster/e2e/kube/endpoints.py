@@ -121,7 +121,7 @@ def subsets(
             continue
         address: dict[str, Any] = {
             "ip": pod_ip(ns, pod["metadata"]["name"]),
-            "nodeName": node,
+            "nodeName": (pod.get("spec") or {}).get("nodeName") or node,
             "targetRef": {
                 "kind": "Pod",
                 "namespace": ns,

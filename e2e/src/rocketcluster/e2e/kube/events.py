@@ -5,7 +5,8 @@ without racing the API.
 
 Events: ``pod-created``, ``container-started`` (pid, image, ip), ``ready``,
 ``not-ready``, ``container-exited`` (exitCode or signal), ``pod-deleting``,
-``pod-deleted``, ``pvc-created``, ``pvc-deleted``.
+``pod-deleted``, ``pvc-created``, ``pvc-deleted``, ``failed-mount`` (reason
+``FailedMount``: the pod's ServiceAccount token could not be had).
 """
 
 from __future__ import annotations

@@ -10,7 +10,15 @@ Usable as a context manager or from a session-scoped pytest fixture::
         kube.kubectl("apply", "-f", "cluster.yaml")
         kube.wait_for(lambda: kube.get("pods", "default", "web-0"), what="web-0")
 
-Layout of the directory: ``kubeconfig``, ``emulator.log``, ``realiser.log``,
+Every caller carries a token: the harness writes a random admin token to
+``admin-token`` (the emulator reads it with ``--admin-token-file``), and kubectl,
+the harness's own client and the realiser use it (``system:masters``); pods get
+their ServiceAccount's token from the realiser (TokenRequest), and
+:meth:`KubeHarness.service_account_kubeconfig` gives a host process one.
+The emulator enforces RBAC (``authorization_mode="AlwaysAllow"``: authentication
+only); every 403 it answered is in :meth:`KubeHarness.forbidden_report`.
+
+Layout of the directory: ``kubeconfig``, ``admin-token``, ``emulator.log``, ``realiser.log``,
 ``kubectl-cache/`` and the realiser's own files (``events.jsonl``, ``hosts.json``,
 ``logs/``, ``volumes/``, ``pods/``, ``processes.jsonl``, ``realiser.json``).
 """
@@ -20,6 +28,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -33,6 +42,7 @@ from typing import Any, TypeVar
 import httpx
 
 from rocketcluster.ctl.testing import wait_for as _wait_for
+from rocketcluster.e2e.kube import firewall
 from rocketcluster.e2e.kube.binaries import ensure_binaries
 from rocketcluster.e2e.kube.events import read_events
 from rocketcluster.e2e.kube.imagerun import remove_recorded
@@ -41,6 +51,11 @@ from rocketcluster.e2e.kube.processes import Ledger, ProcessRecord, dying_with_p
 from rocketcluster.e2e.kube.processes import stop_groups as _stop_groups
 
 T = TypeVar("T")
+# "RBAC": the emulator authorises every request as an API server does (the default);
+# "AlwaysAllow" authenticates only (AUTHORIZATION_MODES in emulator.py).
+# ROCKETCLUSTER_E2E_AUTHORIZATION_MODE overrides it for a whole run.
+ENV_AUTHORIZATION_MODE = "ROCKETCLUSTER_E2E_AUTHORIZATION_MODE"
+DEFAULT_AUTHORIZATION_MODE = "RBAC"
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 20.0
 
@@ -59,6 +74,9 @@ class KubeHarness:
         start_timeout: float = START_TIMEOUT_S,
         pod_runtime: str = "process",
         host_sources: Mapping[str, Path] | None = None,
+        nodes: int = 1,
+        authorization_mode: str | None = None,
+        network_policies: str = "off",
     ) -> None:
         self.dir = directory.resolve()  # pods run elsewhere: every path they see is absolute
         # image -> a release's tree its host processes run (the realiser's --host-source)
@@ -66,9 +84,18 @@ class KubeHarness:
         self.realise = realise
         self.probe_period_cap = probe_period_cap
         self.pod_runtime = pod_runtime  # "image": pods run from their images (buildah)
+        self.nodes = nodes  # the realiser's --nodes: "realiser", or realiser-0 … realiser-(N-1)
+        self.network_policies = network_policies  # the realiser's --network-policies
         self.start_timeout = start_timeout
         self.kubeconfig = directory / "kubeconfig"
-        self.api_url = ""
+        self.authorization_mode = authorization_mode or os.environ.get(
+            ENV_AUTHORIZATION_MODE, DEFAULT_AUTHORIZATION_MODE
+        )
+        self.token_file = self.dir / "admin-token"
+        self.token = ""  # the admin's bearer token (system:masters), made at start
+        self.api_url = ""  # plain HTTP: the realiser, pods and the harness's client
+        self.secure_url = ""  # HTTPS, in the kubeconfigs (kubectl sends tokens only over TLS)
+        self.ca = b""  # the PEM of the emulator's self-signed certificate
         self.control_url = ""
         self._emulator: subprocess.Popen[bytes] | None = None
         # everything started, in order, with its identity taken at start
@@ -120,6 +147,11 @@ class KubeHarness:
         return self
 
     def _start_emulator(self) -> None:
+        self.token = secrets.token_urlsafe(32)
+        self.token_file.unlink(missing_ok=True)
+        fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(self.token + "\n")
         argv = [
             sys.executable,
             "-m",
@@ -128,6 +160,12 @@ class KubeHarness:
             "0",
             "--pod-logs",
             str(self.dir / "logs"),
+            "--admin-token-file",
+            str(self.token_file),
+            "--authorization-mode",
+            self.authorization_mode,
+            "--tls-dir",
+            str(self.dir / "tls"),
         ]
         proc = self._emulator = self._spawn(argv, self.dir / "emulator.log", stdout_pipe=True)
         deadline = time.monotonic() + self.start_timeout
@@ -147,12 +185,16 @@ class KubeHarness:
             if not chunk:
                 raise HarnessError(f"the emulator exited; see {self.dir / 'emulator.log'}")
             line += chunk
-        word, _, url = line.decode().strip().partition(" ")
-        if word != "READY":
+        word, *urls = line.decode().split()
+        if word != "READY" or len(urls) != 2:
             raise HarnessError(f"unexpected emulator output {line!r}")
+        url, self.secure_url = urls
         self.api_url = url
-        write_kubeconfig(self.kubeconfig, url)
-        self._http = httpx.Client(base_url=url, timeout=30.0)
+        self.ca = (self.dir / "tls" / "tls.crt").read_bytes()
+        write_kubeconfig(self.kubeconfig, self.secure_url, token=self.token, ca=self.ca)
+        self._http = httpx.Client(
+            base_url=url, timeout=30.0, headers={"Authorization": f"Bearer {self.token}"}
+        )
 
     def _start_realiser(self) -> None:
         state = self.dir / "realiser.json"
@@ -165,10 +207,16 @@ class KubeHarness:
             self.api_url,
             "--dir",
             str(self.dir),
+            "--token-file",
+            str(self.token_file),
         ]
         if self.probe_period_cap:
             argv += ["--probe-period-cap", str(self.probe_period_cap)]
         argv += ["--pod-runtime", self.pod_runtime]
+        if self.nodes != 1:
+            argv += ["--nodes", str(self.nodes)]
+        if self.network_policies != "off":
+            argv += ["--network-policies", self.network_policies]
         for image, source in self.host_sources.items():
             argv += ["--host-source", f"{image}={source}"]
         proc = self._spawn(argv, self.dir / "realiser.log")
@@ -344,6 +392,45 @@ class KubeHarness:
         data: dict[str, Any] = response.json()
         return data
 
+    # --- identities and refusals ---------------------------------------------------
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A new token of the ServiceAccount (TokenRequest, as the admin)."""
+        response = self.http.post(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        )
+        if response.status_code == 404:
+            raise HarnessError(f"no ServiceAccount {namespace}/{name}")
+        response.raise_for_status()
+        return str(response.json()["status"]["token"])
+
+    def service_account_kubeconfig(
+        self, namespace: str, name: str, path: Path | None = None
+    ) -> Path:
+        """A kubeconfig (default ``DIR/kubeconfig-<ns>-<name>``) that acts as the
+        ServiceAccount, with a token minted for it; its default namespace is ``namespace``."""
+        path = path or self.dir / f"kubeconfig-{namespace}-{name}"
+        token = self.service_account_token(namespace, name)
+        return write_kubeconfig(path, self.secure_url, namespace, token=token, ca=self.ca)
+
+    def forbidden_report(self) -> builtins.list[dict[str, Any]]:
+        """Every request the emulator refused with 403 so far, oldest first: ``user``,
+        ``groups``, ``verb``, ``apiGroup``, ``resource``, ``subresource``,
+        ``namespace``, ``name``, ``path`` and the ``message`` the caller got."""
+        log = self.dir / "emulator.log"
+        out: builtins.list[dict[str, Any]] = []
+        if not log.exists():
+            return out
+        for line in log.read_text(errors="replace").splitlines():
+            if not line.startswith('{"forbidden"'):
+                continue
+            try:
+                out.append(json.loads(line)["forbidden"])
+            except (ValueError, KeyError):
+                continue  # a line being written
+        return out
+
     # --- the realiser --------------------------------------------------------------
 
     def hosts(self) -> dict[str, str]:
@@ -381,6 +468,12 @@ class KubeHarness:
 
     def realised_processes(self) -> builtins.list[ProcessRecord]:
         return builtins.list(Ledger(self.dir / "processes.jsonl").records())
+
+    def network_policy_refusals(self) -> dict[str, int]:
+        """Connections the realiser's NetworkPolicies refused so far, per isolated pod
+        ("namespace/name"); {} unless it enforces them (``network_policies``)."""
+        state = json.loads((self.dir / "realiser.json").read_text())
+        return firewall.refusals_of(state)
 
 
 def _stop_one(proc: subprocess.Popen[bytes], rec: ProcessRecord) -> None:

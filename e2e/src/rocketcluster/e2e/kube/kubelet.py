@@ -2,8 +2,11 @@
 
 A :class:`PodWorker` runs one pod instance (one uid) from start to finish:
 
-1. volumes and the service-account directory are made (a missing ConfigMap, Secret
-   or claim keeps the pod ``ContainerCreating`` until it appears);
+1. volumes and the service-account directory are made, with the pod's own
+   ServiceAccount token (``NodeContext.token_for``: TokenRequest) — a missing
+   ConfigMap, Secret, claim or ServiceAccount keeps the pod ``ContainerCreating``
+   until it appears (a missing account also logs ``failed-mount``, kubelet's
+   FailedMount);
 2. init containers run one after another, each to success (retried with backoff,
    or failing the pod under ``restartPolicy: Never``);
 3. every container runs in its own session, its argv and env values rewritten by
@@ -74,6 +77,7 @@ class PodWorker:
         self._dirty = asyncio.Event()
         self._ready = False
         self._files: list[tuple[Path, dict[str, bytes] | None]] | None = None  # as written
+        self._token = volumes.TOKEN  # the ServiceAccount's, once minted (_prepare)
         # the volume files may be out of date: the last refresh failed, or the pod's
         # labels or annotations (what downward API files show) changed
         self.files_stale = False
@@ -182,14 +186,38 @@ class PodWorker:
             for spec, state in zip(self.specs, self.containers, strict=True):
                 self._supervisors.append(self._spawn(self._supervise(spec, state, init=False)))
 
+    def service_account(self) -> str:
+        spec = self.pod.get("spec") or {}
+        return str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
+
+    def _needs_token(self) -> bool:
+        """Whether the pod mounts its ServiceAccount's token (the automounted
+        directory, or a projected ``serviceAccountToken`` source)."""
+        spec = self.pod.get("spec") or {}
+        if spec.get("automountServiceAccountToken", True):
+            return True
+        return any(
+            "serviceAccountToken" in source
+            for vol in spec.get("volumes") or []
+            for source in (vol.get("projected") or {}).get("sources") or []
+        )
+
     async def _prepare(self) -> None:
+        reported = ""
         while not self.deleting.is_set():
             try:
+                if self.ctx.token_for is not None and self._needs_token():
+                    self._token = await self.ctx.token_for(self.namespace, self.service_account())
                 self._sync_volumes()
                 return
             except podenv.ConfigError as exc:
                 for state in self.init or self.containers:
                     state.reason, state.message = "ContainerCreating", str(exc)
+                if str(exc) != reported and "MountVolume" in str(exc):
+                    reported = str(exc)  # kubelet's FailedMount event, once per cause
+                    self.ctx.events.emit(
+                        "failed-mount", **self._who(), reason="FailedMount", message=reported
+                    )
                 self._changed()
             await self._pause(1.0)
 
@@ -216,10 +244,11 @@ class PodWorker:
                 secrets=secrets,
                 pod_ip=self.ip,
                 node=self.ctx.node_name,
+                token=self._token,
             )
             plan.append((target, files))
         if spec.get("automountServiceAccountToken", True):
-            plan.append((self.sa_dir, volumes.serviceaccount_files(self.namespace)))
+            plan.append((self.sa_dir, volumes.serviceaccount_files(self.namespace, self._token)))
         subst = self.launch.substitution(None)
         wanted = [
             (

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from rocketcluster.api import kube as contract
-from rocketcluster.e2e.kube import imagerun, podenv, volumes
+from rocketcluster.e2e.kube import firewall, imagerun, podenv, volumes
 from rocketcluster.e2e.kube.imagerun import Mount
 from rocketcluster.e2e.kube.node import NodeContext
 from rocketcluster.e2e.kube.processes import killpg
@@ -152,7 +152,7 @@ class Launcher:
                 argv = [subst.apply(a) for a in command]
                 if argv:
                     argv[0] = _executable(argv[0], env["PATH"])
-            return argv, env, cwd
+            return await self._in_cgroup(argv, env), env, cwd
         container = await images.container(str(spec.get("image", "")))
         env = self.container_env(spec)
         subst = self.substitution(spec)
@@ -169,6 +169,16 @@ class Launcher:
         )
         self.dir.mkdir(parents=True, exist_ok=True)
         return argv, dict(os.environ), str(self.dir)  # buildah's own environment
+
+    async def _in_cgroup(self, argv: list[str], env: Mapping[str, str]) -> list[str]:
+        """With NetworkPolicies enforced, ``argv`` joins the pod's cgroup before it
+        execs: its connections then leave from the pod's address (firewall.py)."""
+        if self.ctx.cgroup_for is None or not argv:
+            return argv
+        procs = await self.ctx.cgroup_for(str(self.pod()["metadata"]["uid"]), self.ip)
+        if procs is None:
+            return argv
+        return firewall.join_argv(procs, argv, sh=_executable("sh", env["PATH"]))
 
     def terminate(self, pid: int) -> None:
         """SIGTERM a container: its process group; in image mode the container's own

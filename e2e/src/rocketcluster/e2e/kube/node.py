@@ -41,3 +41,9 @@ class NodeContext:
     # Host processes only: an image named here runs the Python packages below that
     # directory instead of the host's (a previous release's tree, for upgrade tests).
     host_sources: Mapping[str, Path] = field(default_factory=dict)
+    # (namespace, ServiceAccount) → the token its pods mount (TokenRequest); raises
+    # podenv.ConfigError while the account is missing. None: a fixed placeholder.
+    token_for: Callable[[str, str], Awaitable[str]] | None = None
+    # (pod uid, pod address) → the cgroup.procs its processes join before they exec
+    # (NetworkPolicies enforced: firewall.py); None, or an answer of None: no cgroup.
+    cgroup_for: Callable[[str, str], Awaitable[str | None]] | None = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -51,6 +52,20 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> b
 class ServiceProxies:
     def __init__(self) -> None:
         self._listeners: dict[PortKey, _Listener] = {}
+        # With NetworkPolicies enforced: a client from this network (a pod) keeps its
+        # address upstream, as kube-proxy's DNAT keeps it, so the pod's policies judge
+        # the client, not the proxy. None: connect from the host's address.
+        self.keep_source: ipaddress.IPv4Network | None = None
+
+    def _source(self, writer: asyncio.StreamWriter) -> tuple[str, int] | None:
+        peer = writer.get_extra_info("peername")
+        if self.keep_source is None or not peer:
+            return None
+        try:
+            inside = ipaddress.ip_address(peer[0]) in self.keep_source
+        except ValueError:
+            return None
+        return (str(peer[0]), 0) if inside else None
 
     def _choose(self, key: PortKey) -> Endpoint | None:
         listener = self._listeners.get(key)
@@ -70,7 +85,9 @@ class ServiceProxies:
             writer.close()
             return
         try:
-            up_reader, up_writer = await asyncio.open_connection(*upstream)
+            up_reader, up_writer = await asyncio.open_connection(
+                *upstream, local_addr=self._source(writer)
+            )
         except OSError:
             writer.close()
             return

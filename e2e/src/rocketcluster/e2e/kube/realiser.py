@@ -1,4 +1,6 @@
-"""The pod realiser: this machine as one Kubernetes node behind the emulator.
+"""The pod realiser: this machine as one Kubernetes node behind the emulator (or as
+N nodes, ``--nodes N``: Node objects pods are scheduled onto by :mod:`scheduler`,
+cordoned by ``spec.unschedulable`` — all of them processes of this host).
 
 ``python -m rocketcluster.e2e.kube.realiser --api URL --dir DIR`` watches the API
 server and plays, for every namespace:
@@ -12,9 +14,17 @@ server and plays, for every namespace:
   its own — host processes, or with ``--pod-runtime image`` each container from its
   local image under ``buildah run`` (:mod:`imagerun`); the realiser puts its
   finalizer on each pod, so a deletion waits for the processes to be gone before
-  the pod object goes;
+  the pod object goes; each pod mounts its ServiceAccount's own token, minted once
+  per account through TokenRequest (:meth:`Realiser.token_for`). The realiser itself
+  calls the API with ``--token-file`` (the harness's admin token);
 - DNS and kube-proxy (:mod:`network`, :mod:`proxy`): ``DIR/hosts.json``, Endpoints
-  objects, and a TCP proxy per ClusterIP Service port.
+  objects, and a TCP proxy per ClusterIP Service port;
+- the scheduler (:mod:`scheduler`) for pods without a node, and the disruption
+  controller: every PodDisruptionBudget's status (:mod:`disruption`);
+- with ``--network-policies enforce``, the network plugin: NetworkPolicies judged by
+  :mod:`netpol` and enforced by :mod:`firewall` (a cgroup per pod, SNAT to its
+  address, an iptables chain per address block); ``realiser.json`` says
+  ``networkPolicies: enforced`` or ``off: <why>``.
 
 Everything is level-triggered: each change seen through the watches (or a pod's
 own status change) runs one reconcile pass over everything, as do ticks every
@@ -29,11 +39,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
 import random
 import signal
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,7 +54,7 @@ import aiohttp.web
 import httpx
 
 from rocketcluster.api.status import now_rfc3339
-from rocketcluster.e2e.kube import endpoints, network
+from rocketcluster.e2e.kube import disruption, endpoints, firewall, netpol, network, scheduler
 from rocketcluster.e2e.kube.atomic import write_atomic
 from rocketcluster.e2e.kube.cache import Cache, run_informer
 from rocketcluster.e2e.kube.client import JSON_PATCH, KubeClient, KubeError
@@ -51,6 +63,7 @@ from rocketcluster.e2e.kube.deployments import plan_deployment
 from rocketcluster.e2e.kube.events import EventLog
 from rocketcluster.e2e.kube.imagerun import RUNTIMES, ImageRuntime
 from rocketcluster.e2e.kube.kubelet import NodeContext, PodWorker
+from rocketcluster.e2e.kube.podenv import ConfigError
 from rocketcluster.e2e.kube.processes import Ledger
 from rocketcluster.e2e.kube.proxy import Endpoint, Picker, PortKey, ServiceProxies
 from rocketcluster.e2e.kube.resources import BUILTINS, ResourceType
@@ -77,9 +90,17 @@ WATCHED = (
     "configmaps",
     "secrets",
     "persistentvolumeclaims",
+    "nodes",
+    "poddisruptionbudgets",
+    "serviceaccounts",
+    "networkpolicies",
 )
 # What pods' volume files are made of, besides DNS names and the pod itself.
 FILE_INPUTS = ("configmaps", "secrets", "persistentvolumeclaims")
+REFUSALS_FILE = "network-policy-refusals.json"
+# --network-policies' default: "off" unless this says "enforce" (a whole suite can be
+# tried with policies enforced without changing what starts the realiser).
+NETWORK_POLICIES_ENV = "ROCKETCLUSTER_REALISER_NETWORK_POLICIES"
 TICK_S = 0.5
 
 
@@ -97,7 +118,12 @@ class Realiser:
         node_name: str = NODE_NAME,
         pod_runtime: str = "process",
         host_sources: Mapping[str, Path] | None = None,
+        nodes: int = 1,
+        token: str | None = None,
+        network_policies: str = "off",
     ) -> None:
+        if nodes < 1:
+            raise ValueError(f"--nodes {nodes}: at least one node")
         if pod_runtime not in RUNTIMES:
             raise ValueError(f"pod runtime {pod_runtime!r}: choose {' or '.join(RUNTIMES)}")
         if host_sources and pod_runtime != "process":
@@ -107,7 +133,9 @@ class Realiser:
         self.types: dict[str, ResourceType] = {
             rt.plural: rt for rt in BUILTINS if rt.plural in WATCHED
         }
-        self.client = KubeClient(self.api_url)
+        self.client = KubeClient(self.api_url, token=token)
+        # ServiceAccount tokens for pods, minted once per (ns, account, account uid)
+        self._tokens: dict[tuple[str, str, str], str] = {}
         self.cache = Cache()
         # pod addresses from a block no other realiser on this host uses
         self.pod_network, self._network_lock = network.reserve_block(network.POD_NETWORK)
@@ -120,6 +148,23 @@ class Realiser:
         self._resolve = network.resolver(self.host_names, self._cluster_ip_service, self.pod_ip)
         self._file_inputs: tuple[int, ...] = ()  # Cache.changes of FILE_INPUTS, last seen
         self.proxies = ServiceProxies()
+        if network_policies not in firewall.MODES:
+            raise ValueError(f"--network-policies {network_policies}: choose enforce or off")
+        self.firewall: firewall.Firewall | None = None
+        self.network_policies = "off: --network-policies off"  # realiser.json says this
+        if network_policies == "enforce":
+            why = firewall.unavailable()
+            if pod_runtime != "process":
+                why = "image mode: whether buildah run keeps the pod's cgroup is unchecked"
+            if why is None:
+                self.firewall = firewall.Firewall(
+                    self.pod_network, network.POD_NETWORK, network.SERVICE_NETWORK
+                )
+            self.network_policies = "enforced" if why is None else f"off: {why}"
+        self._firewall_lock = asyncio.Lock()
+        self._policy_notes: set[str] = set()
+        self._snat_applied: set[str] = set()  # pods whose SNAT rule is written
+        self._enforced: tuple[Any, ...] = ()  # the inputs of the rules last written
         self.rng = random.Random()
         self.wake = asyncio.Event()
         directory.mkdir(parents=True, exist_ok=True)
@@ -140,7 +185,14 @@ class Realiser:
             probe_period_cap=probe_period_cap,
             images=self.images,
             host_sources=dict(host_sources or {}),
+            token_for=self.token_for,
+            cgroup_for=self.cgroup_for,
         )
+        # The Node objects this realiser plays: one named node_name, or N numbered.
+        self.node_names = [node_name] if nodes == 1 else [f"{node_name}-{i}" for i in range(nodes)]
+        self._node_contexts = {
+            name: dataclasses.replace(self.ctx, node_name=name) for name in self.node_names
+        }
 
     # --- what pods read (kubelet.PodInputs) ----------------------------------------
 
@@ -170,6 +222,110 @@ class Realiser:
     def resolve(self, name: str) -> str | None:
         return self._resolve(name)
 
+    async def token_for(self, namespace: str, service_account: str) -> str:
+        """The token a pod of the ServiceAccount mounts, minted through TokenRequest
+        once per account (kubelet's token manager, without rotation). A missing
+        account is a :class:`ConfigError` (the pod waits, as kubelet's mount does)."""
+        account = self.cache.get("serviceaccounts", namespace, service_account)
+        if account is None:
+            raise ConfigError(
+                f'MountVolume.SetUp failed for volume "kube-api-access": failed to fetch '
+                f'token: serviceaccounts "{service_account}" not found'
+            )
+        key = (namespace, service_account, str(account["metadata"].get("uid")))
+        if key not in self._tokens:
+            try:
+                self._tokens[key] = await self.client.token(namespace, service_account)
+            except KubeError as exc:
+                raise ConfigError(
+                    f'MountVolume.SetUp failed for volume "kube-api-access": failed to '
+                    f"fetch token: {exc.message}"
+                ) from exc
+        return self._tokens[key]
+
+    # --- NetworkPolicies (firewall.py) --------------------------------------------
+
+    async def cgroup_for(self, uid: str, ip: str) -> str | None:
+        """The cgroup a container of pod ``uid`` joins, its SNAT and its policies in
+        place before it runs (None: policies are off)."""
+        if self.firewall is None:
+            return None
+        procs = self.firewall.cgroup(uid, ip)
+        if uid not in self._snat_applied:  # a first container: its rule first
+            await self._enforce()
+        return procs
+
+    async def _enforce(self) -> None:
+        """Judge the policies against the pods and write the rules when they changed;
+        then let go of the cgroups of pods that are gone."""
+        fw = self.firewall
+        if fw is None:
+            return
+        async with self._firewall_lock:
+            # what the rules are made of; unchanged since the last write: nothing to do
+            inputs = (
+                tuple(self.cache.changes(p) for p in ("pods", "networkpolicies", "namespaces")),
+                frozenset(fw.cgroups.items()),
+                frozenset(self.workers),
+            )
+            if inputs == self._enforced:
+                return
+            pods = []
+            for cached in self.cache.list("pods"):
+                worker = self.workers.get(cached["metadata"]["uid"])
+                status = cached.get("status") or {}
+                if worker is not None and not status.get("podIP"):  # not reported yet
+                    pods.append({**cached, "status": {**status, "podIP": worker.ip}})
+                else:
+                    pods.append(cached)
+            rules = netpol.ruleset(
+                self.cache.list("networkpolicies"), pods, self.cache.list("namespaces")
+            )
+            for note in rules.ignored:
+                if note not in self._policy_notes:
+                    self._policy_notes.add(note)
+                    log.info("%s", note)
+            snat = {uid: ip for uid, ip in fw.cgroups.items() if uid in self.workers}
+            try:
+                await asyncio.to_thread(fw.apply, rules, snat)
+            except (firewall.FirewallError, OSError, subprocess.SubprocessError) as exc:
+                log.warning("network policies not applied (retried): %s", exc)
+                return
+            self._snat_applied = set(snat)
+            self._enforced = inputs
+            for uid in [u for u in fw.cgroups if u not in self.workers]:
+                if not fw.release(uid):  # processes still in it: try again next pass
+                    self._enforced = ()
+
+    def _start_firewall(self) -> None:
+        fw = self.firewall
+        if fw is None:
+            return
+        try:
+            fw.start()
+        except (firewall.FirewallError, OSError, subprocess.SubprocessError) as exc:
+            log.warning("network policies off: %s", exc)
+            self.firewall, self.network_policies = None, f"off: {exc}"
+            return
+        self.proxies.keep_source = network.POD_NETWORK
+
+    def _stop_firewall(self) -> None:
+        """Report the refusals (``DIR/network-policy-refusals.json``: per isolated pod,
+        the connections its policies refused), then remove the rules and cgroups."""
+        if self.firewall is None:
+            return
+        try:
+            refused = self.firewall.refusals()
+            _write_json(self.dir / REFUSALS_FILE, refused)
+            if refused:
+                log.info("connections refused by network policies: %s", refused)
+            left = self.firewall.stop()
+        except (firewall.FirewallError, OSError, subprocess.SubprocessError) as exc:
+            log.warning("network policy rules not removed: %s", exc)
+            return
+        if left:
+            log.warning("cgroups left (processes still in them): %s", left)
+
     # --- the control API (control.Controls) ----------------------------------------
 
     def pods(self) -> list[dict[str, Any]]:
@@ -181,6 +337,7 @@ class Realiser:
                 "ip": w.ip,
                 "pids": w.pids(),
                 "ready": w.ready,
+                "node": w.ctx.node_name,
             }
             for w in self.workers.values()
         ]
@@ -231,11 +388,13 @@ class Realiser:
 
     async def reconcile(self) -> None:
         for step in (
+            self._nodes,
             self._kubelet,
             self._claims,
             self._statefulsets,
             self._deployments,
             self._network,
+            self._budgets,
         ):
             try:
                 await step()
@@ -261,17 +420,20 @@ class Realiser:
                 continue
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
+            node = self._node_for(pod)
+            if node is None:
+                continue
             if FINALIZER not in finalizers or not (pod.get("spec") or {}).get("nodeName"):
                 patch = {
                     "metadata": {"finalizers": [*finalizers, FINALIZER]}
                     if FINALIZER not in finalizers
                     else {},
-                    "spec": {"nodeName": self.ctx.node_name},
+                    "spec": {"nodeName": node},
                 }
                 written = await self._write("pods", self.client.patch(rt, ns, name, patch))
                 if written is None:
                     continue
-            worker = PodWorker(written or pod, self.pod_ip(ns, name), self.ctx)
+            worker = PodWorker(written or pod, self.pod_ip(ns, name), self._node_contexts[node])
             self.workers[uid] = worker
             worker.start()
             if worker.task is not None:
@@ -297,6 +459,65 @@ class Realiser:
         for worker in self.workers.values():
             if changed or worker.files_stale:
                 worker.refresh_files()
+
+    def _node_for(self, pod: Mapping[str, Any]) -> str | None:
+        """The node of ours a pod runs on: the one it is bound to, or the one the
+        scheduler picks for it (None: bound to a node not ours, or no node fits)."""
+        bound = (pod.get("spec") or {}).get("nodeName")
+        if bound:
+            return str(bound) if bound in self._node_contexts else None
+        nodes = [n for n in self.cache.list("nodes") if n["metadata"]["name"] in self.node_names]
+        if "nodes" not in self.cache.synced or not nodes:  # not registered yet
+            nodes = [
+                {**scheduler.node_object(n), "status": scheduler.node_status(n, "")}
+                for n in self.node_names
+            ]
+        return scheduler.choose_node(pod, nodes, self.cache.list("pods"))
+
+    async def _nodes(self) -> None:
+        """Register our nodes (Ready); a cordon (``spec.unschedulable``) is theirs."""
+        rt = self.types["nodes"]
+        for name in self.node_names:
+            node = self.cache.get("nodes", "", name)
+            if node is None:
+                node = await self._write(
+                    "nodes", self.client.create(rt, None, scheduler.node_object(name))
+                )
+                if node is None:
+                    continue
+            if not scheduler.node_ready(node):
+                await self._write(
+                    "nodes",
+                    self.client.patch(
+                        rt,
+                        None,
+                        name,
+                        {"status": scheduler.node_status(name, now_rfc3339())},
+                        subresource="status",
+                    ),
+                )
+
+    async def _budgets(self) -> None:
+        """The disruption controller: each PodDisruptionBudget's status, as an
+        eviction judges it (:mod:`disruption`)."""
+        rt = self.types["poddisruptionbudgets"]
+
+        def scale_of(kind: str, namespace: str, name: str) -> int | None:
+            plural = {"StatefulSet": "statefulsets", "Deployment": "deployments"}.get(kind)
+            owner = self.cache.get(plural, namespace, name) if plural else None
+            return None if owner is None else int((owner.get("spec") or {}).get("replicas", 1))
+
+        for pdb in self.cache.list("poddisruptionbudgets"):
+            meta = pdb["metadata"]
+            numbers = disruption.budget_status(
+                pdb, self.cache.list("pods", meta["namespace"]), scale_of
+            )
+            old = pdb.get("status") or {}
+            status = numbers.as_status(int(meta.get("generation", 1)))
+            status["conditions"] = disruption.conditions(
+                numbers, old.get("conditions"), now_rfc3339()
+            )
+            await self._status(rt, pdb, status)
 
     async def _drop_finalizer(self, plural: str, obj: Mapping[str, Any], name: str) -> None:
         meta = obj["metadata"]
@@ -481,6 +702,7 @@ class Realiser:
         await self.proxies.sync(wanted)
         for svc in services:
             await self._write_endpoints(svc, pods)
+        await self._enforce()
 
     def _picker(self, namespace: str, name: str, port: Mapping[str, Any]) -> Picker:
         def pick() -> list[Endpoint]:
@@ -521,6 +743,7 @@ class Realiser:
             asyncio.ensure_future(run_informer(self.client, self.cache, rt))
             for rt in self.types.values()
         ]
+        await asyncio.to_thread(self._start_firewall)
         try:
             while set(self.types) - self.cache.synced and not stop.is_set():  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
@@ -532,6 +755,8 @@ class Realiser:
                     "port": port,
                     "api": self.api_url,
                     "control": f"http://127.0.0.1:{port}",
+                    "networkPolicies": self.network_policies,
+                    "podNetwork": str(self.pod_network),
                 },
             )
             while not stop.is_set():
@@ -552,6 +777,7 @@ class Realiser:
                 *(w.shutdown() for w in self.workers.values()), return_exceptions=True
             )
             await self.proxies.close()
+            await asyncio.to_thread(self._stop_firewall)
             await runner.cleanup()
             await self.aclose()
 
@@ -580,6 +806,9 @@ async def _main(args: argparse.Namespace) -> None:
         node_name=args.node_name,
         pod_runtime=args.pod_runtime,
         host_sources=dict(args.host_source),
+        nodes=args.nodes,
+        token=args.token_file.read_text().strip() if args.token_file else None,
+        network_policies=args.network_policies,
     )
     await realiser.run(stop)
 
@@ -606,6 +835,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--node-name", default=NODE_NAME)
     parser.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="how many nodes to play: 1 is --node-name itself, more are "
+        "<node-name>-0 … <node-name>-(N-1), each a Node object pods are scheduled onto",
+    )
+    parser.add_argument(
         "--pod-runtime",
         choices=RUNTIMES,
         default="process",
@@ -620,6 +856,19 @@ def main(argv: list[str] | None = None) -> None:
         help="host processes of a container with this image run the Python packages of "
         "DIR's workspace members (DIR/<member>/src) before the host's: a previous "
         "release's tree stands in for its image (repeatable)",
+    )
+    parser.add_argument(
+        "--network-policies",
+        choices=firewall.MODES,
+        default=os.environ.get(NETWORK_POLICIES_ENV) or "off",
+        help="enforce NetworkPolicies (root, iptables and cgroup v2 needed; process "
+        f"mode only), or not (default: ${NETWORK_POLICIES_ENV}, else off)",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="a file holding the realiser's bearer token for the API server",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

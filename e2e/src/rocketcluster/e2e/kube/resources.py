@@ -97,13 +97,22 @@ _ALL = ("all",)  # the category `kubectl get all` lists
 
 BUILTINS: tuple[ResourceType, ...] = (
     _rt("v1", "namespaces", "Namespace", namespaced=False, short=("ns",), status=True),
-    _rt("v1", "pods", "Pod", short=("po",), status=True, extra=("log",), categories=_ALL),
+    _rt(
+        "v1",
+        "pods",
+        "Pod",
+        short=("po",),
+        status=True,
+        extra=("log", "eviction"),
+        categories=_ALL,
+    ),
+    _rt("v1", "nodes", "Node", namespaced=False, short=("no",), status=True),
     _rt("v1", "services", "Service", short=("svc",), status=True, categories=_ALL),
     _rt("v1", "endpoints", "Endpoints", short=("ep",)),
     _rt("v1", "configmaps", "ConfigMap", short=("cm",)),
     _rt("v1", "secrets", "Secret"),
     _rt("v1", "persistentvolumeclaims", "PersistentVolumeClaim", short=("pvc",), status=True),
-    _rt("v1", "serviceaccounts", "ServiceAccount", short=("sa",)),
+    _rt("v1", "serviceaccounts", "ServiceAccount", short=("sa",), extra=("token",)),
     _rt("v1", "events", "Event", short=("ev",)),
     _rt(
         "apps/v1",
@@ -146,6 +155,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("coordination.k8s.io/v1", "leases", "Lease"),
     # A RocketCluster's console Ingress (spec.console.ingress): stored, never served.
     _rt("networking.k8s.io/v1", "ingresses", "Ingress", short=("ing",), status=True),
+    # A RocketCluster's NetworkPolicies (spec.networkPolicies): enforced by the realiser.
+    _rt("networking.k8s.io/v1", "networkpolicies", "NetworkPolicy", short=("netpol",)),
     _rt(
         "monitoring.coreos.com/v1",
         "servicemonitors",

@@ -218,6 +218,17 @@ class Store:
             )
 
     def _check_name(self, rt: ResourceType, name: str) -> None:
+        if rt.group == "rbac.authorization.k8s.io":  # path segment names: system:… roles
+            bad = [c for c in ("/", "%") if c in name]
+            if name in (".", "..") or bad:
+                err = schema.FieldError(
+                    "metadata.name",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{name}": may not be "." or ".." and may not '
+                    "contain '/' or '%'",
+                )
+                raise self._invalid(rt, name, [err])
+            return
         pattern = _LABEL if rt.kind in _LABEL_NAMED else _SUBDOMAIN
         limit = 63 if rt.kind in _LABEL_NAMED else 253
         if not pattern.match(name) or len(name) > limit:

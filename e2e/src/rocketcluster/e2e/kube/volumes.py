@@ -27,7 +27,9 @@ from typing import Any
 from rocketcluster.e2e.kube.atomic import write_atomic
 from rocketcluster.e2e.kube.podenv import ConfigError, field_value
 
-TOKEN = "rocketcluster-emulator-token"  # the emulator does not authenticate
+# What a pod mounts when its node has no token source (tests of the files alone);
+# the realiser mounts the ServiceAccount's own token, minted by TokenRequest.
+TOKEN = "rocketcluster-emulator-token"
 
 Files = dict[str, tuple[bytes, bool]]  # relative path → (content, substitute it?)
 
@@ -83,9 +85,11 @@ def volume_files(
     secrets: Mapping[str, Mapping[str, Any]],
     pod_ip: str,
     node: str,
+    token: str = TOKEN,
 ) -> Files | None:
     """The files of a content volume; None for directory volumes. ``node`` is what
-    ``spec.nodeName`` reads as while the pod has none."""
+    ``spec.nodeName`` reads as while the pod has none; ``token`` is the pod's
+    ServiceAccount token (projected ``serviceAccountToken`` sources)."""
     if "configMap" in volume:
         return _keyed("ConfigMap", volume["configMap"], configmaps, "name")
     if "secret" in volume:
@@ -103,7 +107,7 @@ def volume_files(
                 items = source["downwardAPI"].get("items") or []
                 out.update(_downward(items, pod, pod_ip, node))
             elif "serviceAccountToken" in source:
-                out[source["serviceAccountToken"].get("path", "token")] = (TOKEN.encode(), False)
+                out[source["serviceAccountToken"].get("path", "token")] = (token.encode(), False)
         return out
     return None
 
@@ -121,9 +125,9 @@ def host_dir(volume: Mapping[str, Any], *, root: Path, pod_dir: Path, namespace:
     return pod_dir / "volumes" / str(volume["name"])
 
 
-def serviceaccount_files(namespace: str) -> Files:
+def serviceaccount_files(namespace: str, token: str = TOKEN) -> Files:
     return {
-        "token": (TOKEN.encode(), False),
+        "token": (token.encode(), False),
         "namespace": (namespace.encode(), False),
         "ca.crt": (b"", False),
     }
