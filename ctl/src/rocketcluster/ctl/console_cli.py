@@ -16,6 +16,7 @@ import click
 
 from rocketcluster.api.console_config import ConsoleAuth, ConsoleBroker, ConsoleConfig
 from rocketcluster.api.tls import admin_scheme
+from rocketcluster.ctl.local.addresses import bindable
 from rocketcluster.ctl.local.auth import admin_token_path, users_path
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.local.state import LocalClusterState, LocalStateError
@@ -49,15 +50,6 @@ def local_console_config(
         reports_dir=reports,
         audit_log=directory / CONSOLE_DIR / "audit.log",
     )
-
-
-def _free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 @click.command("console")
@@ -94,7 +86,7 @@ def console(directory: Path, listen: str, reports: Path) -> None:
         host, port = split_listen(listen)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
-    if not _free(host, port):
+    if not bindable(host, port):
         raise click.ClickException(
             f"{host}:{port} is in use by another program: give another --listen HOST:PORT"
         )

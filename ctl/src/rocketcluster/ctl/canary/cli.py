@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from rocketcluster.api.canary_config import (
     catalogue_entries,
     load_canary_config,
 )
+from rocketcluster.ctl.local.addresses import bindable
 from rocketcluster.ctl.local.state import LocalClusterState, LocalStateError
 
 CANARY_DIR: Final = "canary"
@@ -170,15 +170,6 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 @click.command("canary")
 @click.option(
     "--config",
@@ -217,7 +208,7 @@ def canary(
     if (config_path is None) == (directory is None):
         raise click.UsageError("give exactly one of --config FILE or --dir DIR")
     host, port = split_listen(listen)
-    if not _free(host, port):
+    if not bindable(host, port):
         raise click.ClickException(
             f"{host}:{port} is in use by another program: give another --listen HOST:PORT"
         )

@@ -32,7 +32,9 @@ CLAIMS_DIRECTORY = Path(tempfile.gettempdir()) / "rocketcluster-loopback-claims"
 
 
 def bindable(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """Whether ``host:port`` (IPv4 or IPv6) can be listened on now."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         try:
             sock.bind((host, port))
         except OSError:

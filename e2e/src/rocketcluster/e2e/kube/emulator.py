@@ -843,7 +843,7 @@ async def serve(
         urls = [f"http://{host}:{bound}"]
         listeners = [listener]
         if tls_dir is not None:  # for kubectl, which sends credentials only over TLS
-            tls.self_signed(tls_dir)
+            tls.serving_certificate(tls_dir)
             secure = await loop.create_server(server, host, 0, ssl=tls.server_context(tls_dir))
             listeners.append(secure)
             urls.append(f"https://{host}:{secure.sockets[0].getsockname()[1]}")
@@ -883,7 +883,7 @@ def main(argv: list[str] | None = None) -> None:
         "--tls-dir",
         type=Path,
         default=None,
-        help="also serve HTTPS with a self-signed certificate written here (tls.crt)",
+        help="also serve HTTPS with a certificate written here (tls.crt, by the CA ca.crt)",
     )
     args = parser.parse_args(argv)
     admin_token = args.admin_token_file.read_text().strip() if args.admin_token_file else None

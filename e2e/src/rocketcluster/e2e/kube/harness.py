@@ -95,7 +95,7 @@ class KubeHarness:
         self.token = ""  # the admin's bearer token (system:masters), made at start
         self.api_url = ""  # plain HTTP: the realiser, pods and the harness's client
         self.secure_url = ""  # HTTPS, in the kubeconfigs (kubectl sends tokens only over TLS)
-        self.ca = b""  # the PEM of the emulator's self-signed certificate
+        self.ca = b""  # the PEM of the CA of the emulator's serving certificate
         self.control_url = ""
         self._emulator: subprocess.Popen[bytes] | None = None
         # everything started, in order, with its identity taken at start
@@ -190,7 +190,7 @@ class KubeHarness:
             raise HarnessError(f"unexpected emulator output {line!r}")
         url, self.secure_url = urls
         self.api_url = url
-        self.ca = (self.dir / "tls" / "tls.crt").read_bytes()
+        self.ca = (self.dir / "tls" / "ca.crt").read_bytes()
         write_kubeconfig(self.kubeconfig, self.secure_url, token=self.token, ca=self.ca)
         self._http = httpx.Client(
             base_url=url, timeout=30.0, headers={"Authorization": f"Bearer {self.token}"}

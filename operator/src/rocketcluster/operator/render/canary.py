@@ -187,36 +187,16 @@ def _volumes(cluster: RocketCluster) -> tuple[list[dict[str, Any]], list[dict[st
 
 
 def _container(cluster: RocketCluster, mounts: list[dict[str, Any]]) -> dict[str, Any]:
-    def probe(path: str, period: int, failures: int) -> dict[str, Any]:
-        return {
-            "httpGet": {"path": path, "port": PORT_NAME},
-            "periodSeconds": period,
-            "timeoutSeconds": 2,
-            "failureThreshold": failures,
-        }
-
-    out: dict[str, Any] = {
-        "name": "canary",
-        "image": image(cluster),
-        "imagePullPolicy": cluster.spec.image_pull_policy.value,
-        "command": ["rocketctl"],
-        "args": ["canary", "--config", CONFIG_PATH, "--listen", f"0.0.0.0:{PORT}"],
-        "env": [
-            {"name": "PYTHONUNBUFFERED", "value": "1"},
-            {"name": "HOME", "value": "/tmp"},  # the root filesystem is read-only
-        ],
-        "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
-        "volumeMounts": mounts,
-        "securityContext": pods.container_security(),
-        # Neither probe looks at the brokers: a canary whose probes fail is working.
-        "startupProbe": probe("/healthz", 2, 30),
-        "livenessProbe": probe("/healthz", 10, 6),
-        "readinessProbe": probe("/readyz", 5, 2),
-    }
-    limits = pods.resources(cluster.spec.canary.resources)
-    if limits:
-        out["resources"] = limits
-    return out
+    # Neither probe looks at the brokers: a canary whose probes fail is working.
+    return pods.web_container(
+        "canary",
+        image(cluster),
+        cluster.spec.image_pull_policy.value,
+        ["rocketctl", "canary", "--config", CONFIG_PATH, "--listen", f"0.0.0.0:{PORT}"],
+        (PORT_NAME, PORT),
+        mounts,
+        cluster.spec.canary.resources,
+    )
 
 
 def deployment(cluster: RocketCluster) -> K8sObject:

@@ -165,38 +165,18 @@ def _volumes(cluster: RocketCluster) -> tuple[list[dict[str, Any]], list[dict[st
 
 
 def _container(cluster: RocketCluster, mounts: list[dict[str, Any]]) -> dict[str, Any]:
-    def probe(path: str, period: int, failures: int) -> dict[str, Any]:
-        return {
-            "httpGet": {"path": path, "port": PORT_NAME},
-            "periodSeconds": period,
-            "timeoutSeconds": 2,
-            "failureThreshold": failures,
-        }
-
-    out: dict[str, Any] = {
-        "name": "console",
-        "image": cluster.spec.console_image(),
-        "imagePullPolicy": cluster.spec.image_pull_policy.value,
-        "command": ["rocketcluster-console"],
-        "args": ["--config", CONFIG_PATH, "--listen", f"0.0.0.0:{CONSOLE_PORT}"],
-        "env": [
-            {"name": "PYTHONUNBUFFERED", "value": "1"},
-            {"name": "HOME", "value": "/tmp"},  # the root filesystem is read-only
-        ],
-        "ports": [{"name": PORT_NAME, "containerPort": CONSOLE_PORT, "protocol": "TCP"}],
-        "volumeMounts": mounts,
-        "securityContext": pods.container_security(),
-        # Readiness is what the Service and a rolling update wait for; liveness only
-        # restarts a process that stopped answering (a page whose endpoints are down
-        # is still served: the console says so).
-        "startupProbe": probe("/healthz", 2, 30),
-        "livenessProbe": probe("/healthz", 10, 6),
-        "readinessProbe": probe("/readyz", 5, 2),
-    }
-    limits = pods.resources(cluster.spec.console.resources)
-    if limits:
-        out["resources"] = limits
-    return out
+    # Readiness is what the Service and a rolling update wait for; liveness only
+    # restarts a process that stopped answering (a page whose endpoints are down is
+    # still served: the console says so).
+    return pods.web_container(
+        "console",
+        cluster.spec.console_image(),
+        cluster.spec.image_pull_policy.value,
+        ["rocketcluster-console", "--config", CONFIG_PATH, "--listen", f"0.0.0.0:{CONSOLE_PORT}"],
+        (PORT_NAME, CONSOLE_PORT),
+        mounts,
+        cluster.spec.console.resources,
+    )
 
 
 def deployment(cluster: RocketCluster) -> K8sObject:

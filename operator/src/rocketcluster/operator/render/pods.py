@@ -110,6 +110,51 @@ def container(
     return out
 
 
+def web_container(
+    name: str,
+    image: str,
+    pull_policy: str,
+    argv: list[str],
+    port: tuple[str, int],
+    mounts: list[dict[str, Any]],
+    spec: ResourcesSpec,
+) -> dict[str, Any]:
+    """The container of a small HTTP service the operator runs beside the cluster (the
+    console, the canary): ``argv`` on a read-only root filesystem with HOME in /tmp,
+    one named port, ``/healthz`` for startup and liveness (a process that stopped
+    answering) and ``/readyz`` for readiness."""
+
+    def probe(path: str, period: int, failures: int) -> dict[str, Any]:
+        return {
+            "httpGet": {"path": path, "port": port[0]},
+            "periodSeconds": period,
+            "timeoutSeconds": 2,
+            "failureThreshold": failures,
+        }
+
+    out: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": argv[:1],
+        "args": argv[1:],
+        "env": [
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+            {"name": "HOME", "value": "/tmp"},  # the root filesystem is read-only
+        ],
+        "ports": [{"name": port[0], "containerPort": port[1], "protocol": "TCP"}],
+        "volumeMounts": mounts,
+        "securityContext": container_security(),
+        "startupProbe": probe("/healthz", 2, 30),
+        "livenessProbe": probe("/healthz", 10, 6),
+        "readinessProbe": probe("/readyz", 5, 2),
+    }
+    limits = resources(spec)
+    if limits:
+        out["resources"] = limits
+    return out
+
+
 def spread(placement: PlacementSpec, selector: dict[str, str]) -> list[dict[str, Any]]:
     """Replicas of one group (or the controller members) over zones, then nodes: a
     zone or node failure takes at most one replica while there are enough of them.
