@@ -17,6 +17,7 @@ from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.cluster import RocketCluster, load_manifest
 from rocketcluster.api.controller_config import ControllerProcessConfig
 from rocketcluster.operator.render import render_cluster
+from rocketcluster.operator.render.brokers import pod_label_role_name, with_running_pods
 from rocketcluster.operator.render.output import to_yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -311,3 +312,21 @@ def test_front_processes_get_a_core_each_unless_the_manifest_says() -> None:
         for text in c.get("data", {}).values()
     ]
     assert not any('"frontProcesses"' in text for text in default)
+
+
+def test_the_pod_label_role_names_each_broker_pod_and_keeps_those_still_running() -> None:
+    """Brokers label their own pods (the client Service follows the master): the Role
+    names exactly the spec's pods; the reconciler adds pods a scale-in is removing
+    while they run (a failover during the drain must still move the Service)."""
+    cluster = _cluster()
+    role = _one(render_cluster(cluster), "Role", pod_label_role_name(cluster))
+    (rule,) = role["rules"]
+    assert rule["verbs"] == ["get", "patch"]
+    assert len(rule["resourceNames"]) == 6 and "prod-broker-1-2" in rule["resourceNames"]
+    kept = with_running_pods(role, ["prod-broker-2-1", "prod-broker-0-0", "prod-broker-2-0"])
+    assert kept["rules"][0]["resourceNames"] == [
+        *rule["resourceNames"],
+        "prod-broker-2-0",
+        "prod-broker-2-1",
+    ]
+    assert role["rules"][0]["resourceNames"] == rule["resourceNames"]  # not changed

@@ -66,7 +66,11 @@ from rocketcluster.operator.orchestrate.scale import (
 )
 from rocketcluster.operator.orchestrate.steps import Step, StepKind, blocked, done, wait
 from rocketcluster.operator.render import RenderContext, canary, render_cluster
-from rocketcluster.operator.render.brokers import client_endpoint
+from rocketcluster.operator.render.brokers import (
+    client_endpoint,
+    pod_label_role_name,
+    with_running_pods,
+)
 from rocketcluster.operator.render.tls import TlsSpecError
 from rocketcluster.operator.trust import AdminTrust
 from rocketcluster.operator.users import UsersReconciler
@@ -244,6 +248,9 @@ class ClusterReconciler:
             if stale_member and _template_hash(live or {}) != _template_hash(obj):
                 continue  # a controller member rolls only when the roller says so
             wanted = obj
+            if obj["kind"] == "Role" and name == pod_label_role_name(cluster):
+                running = (p.name for g in observed.groups.values() for p in g.pods if p.exists)
+                wanted = with_running_pods(obj, running)
             if obj["kind"] == "StatefulSet" and live is not None:
                 wanted = self._statefulset_as_allowed(obj, live, observed.groups.get(name), steps)
             key = _key(wanted)

@@ -8,6 +8,7 @@ mounted at its path."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -342,9 +343,25 @@ def master_disruption_budget(cluster: RocketCluster, group: str) -> K8sObject:
     }
 
 
+def pod_label_role_name(cluster: RocketCluster) -> str:
+    return f"{service_account_name(cluster)}-pod-label"
+
+
+def with_running_pods(role: K8sObject, running: Iterable[str]) -> K8sObject:
+    """The pod-label Role with the names of broker pods still running added to what
+    the spec names: a leaving group's (or replica's) brokers keep labelling their own
+    pods until they are gone — a failover during a scale-in's drain must still move
+    the group's client Service."""
+    rules = [dict(r) for r in role["rules"]]
+    named = list(rules[0]["resourceNames"])
+    rules[0]["resourceNames"] = named + sorted(set(running) - set(named))
+    return {**role, "rules": rules}
+
+
 def pod_label_rbac(cluster: RocketCluster) -> list[K8sObject]:
     """Least privilege for the role label: get and patch exactly the broker pods of
-    this cluster, nothing else."""
+    this cluster, nothing else (and, while they run, those a scale-in is removing:
+    :func:`with_running_pods`)."""
     name = service_account_name(cluster)
     pods_of_cluster = [
         pod
@@ -360,7 +377,7 @@ def pod_label_rbac(cluster: RocketCluster) -> list[K8sObject]:
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": metadata(cluster, f"{name}-pod-label", COMPONENT),
+            "metadata": metadata(cluster, pod_label_role_name(cluster), COMPONENT),
             "rules": [
                 {
                     "apiGroups": [""],
