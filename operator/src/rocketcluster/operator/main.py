@@ -131,6 +131,9 @@ async def run_elected(namespaces: list[str], liveness: str | None) -> int:
         await asyncio.wait([acquiring, stop_wait], return_when=asyncio.FIRST_COMPLETED)
         if stopping.is_set():
             acquiring.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await acquiring
+            await elector.release()  # when it won the Lease as the signal came
             await client.close()
             return 0
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -156,9 +156,7 @@ class EmulatedBackend:
         its Deployment would: the new leader resumes every object. Its log is
         returned."""
         self.operators.restart_all()
-        index = self.operators.leader()
-        starts = self.operators.starts(index)
-        return self.harness.dir / f"{replica_name(index)}-{starts}.log"
+        return self.harness.dir / f"{self.operators.pod_name(self.operators.leader())}.log"
 
     def _in_image(self, image: str, env: dict[str, str]) -> list[str]:
         """``buildah run`` of the operator image's entry point as the image's user,

@@ -67,10 +67,17 @@ class OperatorReplicas:
 
     def _start(self, index: int) -> subprocess.Popen[bytes]:
         self._starts[index] += 1
+        name = self.pod_name(index)
+        env = {**self._env, **LEASE_ENV, "POD_NAME": name}
+        return self._harness.start_process(self._argv, env=env, name=name)
+
+    def pod_name(self, index: int) -> str:
+        """The name replica ``index``'s current process goes by — its log's, and the
+        start of its Lease identity: a new one per start, as a new pod's, so an
+        identity left in the Lease by a process that ended is never taken for its
+        successor's."""
         start = self._starts[index]
-        log = replica_name(index) + ("" if start == 1 else f"-{start}")
-        env = {**self._env, **LEASE_ENV, "POD_NAME": replica_name(index)}
-        return self._harness.start_process(self._argv, env=env, name=log)
+        return replica_name(index) + ("" if start == 1 else f"-{start}")
 
     def _supervise(self) -> None:
         while not self._stopping.wait(0.2):
@@ -84,11 +91,6 @@ class OperatorReplicas:
                     time.sleep(RESTART_DELAY_S)
                     self._processes[index] = self._start(index)
 
-    def starts(self, index: int) -> int:
-        """How many times replica ``index`` was started (its log's suffix)."""
-        with self._lock:
-            return self._starts[index]
-
     @property
     def processes(self) -> list[subprocess.Popen[bytes]]:
         with self._lock:
@@ -100,13 +102,18 @@ class OperatorReplicas:
         return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
     def leader(self, timeout: float = 60.0) -> int:
-        """The index of the replica holding the Lease, waiting for one to hold it."""
+        """The index of the replica whose current process holds the Lease, waiting for
+        one to hold it."""
         deadline = time.monotonic() + timeout
         while True:
             holder = self.holder()
-            for index in range(len(self._starts)):
-                if holder.startswith(replica_name(index) + "_"):
+            with self._lock:
+                names = [self.pod_name(i) for i in range(len(self._starts))]
+            for index, name in enumerate(names):
+                if holder.startswith(name + "_"):
                     return index
+            if holder and len(names) == 1:
+                return 0  # one replica (image mode: its name is baked into its argv)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no operator replica holds the Lease (holder {holder!r})")
             time.sleep(0.2)
