@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -123,31 +122,13 @@ def running_console(
     """`rocketctl console` for the local cluster in ``directory`` as its own process
     (tests and the console benchmark), ready when the block starts, stopped by its PID
     when it ends; its output goes to ``directory/console/process.log``."""
-    import httpx
+    from rocketcluster.ctl.testing import serving_rocketctl
 
-    from rocketcluster.ctl.testing import stop_child, wait_for
-
-    rocketctl = Path(sys.executable).with_name("rocketctl")
-    log_path = directory / CONSOLE_DIR / "process.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    argv = [str(rocketctl), "console", "--dir", str(directory), "--listen", f"127.0.0.1:{port}"]
+    args = ["console", "--dir", str(directory), "--listen", f"127.0.0.1:{port}"]
     if reports is not None:
-        argv += ["--reports", str(reports)]
-
-    def ready() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"rocketctl console exited with {proc.returncode}: {log_path.read_text()[-2000:]}"
-            )
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_for(ready, ready_within_s, what="the console to serve")
-            yield proc
-        finally:
-            stop_child(proc)
+        args += ["--reports", str(reports)]
+    log_path = directory / CONSOLE_DIR / "process.log"
+    with serving_rocketctl(
+        args, port, log_path, what="console", ready_within_s=ready_within_s
+    ) as proc:
+        yield proc

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import signal
 import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -193,3 +194,41 @@ def stop_child(proc: subprocess.Popen[Any], grace_s: float = 15.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
+
+
+@contextlib.contextmanager
+def serving_rocketctl(
+    args: list[str],
+    port: int,
+    log_path: Path,
+    *,
+    what: str,
+    ready_within_s: float = 60,
+    append: bool = False,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``rocketctl ARGS`` (a server on 127.0.0.1:``port``: the console, the canary) as
+    its own process for tests and benchmarks, once its ``/readyz`` answers 200; stopped
+    by its PID when the block ends. Its output goes to ``log_path`` (``append``: each
+    run's lines are kept); a process that exits before it serves fails with its log."""
+    import httpx
+
+    rocketctl = Path(sys.executable).with_name("rocketctl")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"rocketctl {args[0]} exited with {proc.returncode}: {log_path.read_text()[-2000:]}"
+            )
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    with log_path.open("ab" if append else "wb") as log:
+        proc = subprocess.Popen([str(rocketctl), *args], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(ready, ready_within_s, what=f"the {what} to serve")
+            yield proc
+        finally:
+            stop_child(proc)

@@ -68,6 +68,7 @@ from rocketcluster.operator.orchestrate.steps import Step, StepKind, blocked, do
 from rocketcluster.operator.render import RenderContext, canary, render_cluster
 from rocketcluster.operator.render.brokers import (
     client_endpoint,
+    master_budget_name,
     pod_label_role_name,
     with_running_pods,
 )
@@ -651,7 +652,7 @@ class ClusterReconciler:
         for api_version, kind, name in (
             ("apps/v1", "StatefulSet", group),
             ("policy/v1", "PodDisruptionBudget", group),
-            ("policy/v1", "PodDisruptionBudget", f"{group}-master"),  # brokers.master_budget_name
+            ("policy/v1", "PodDisruptionBudget", master_budget_name(group)),
             ("v1", "Service", group),
             ("v1", "Service", kube.headless_service_name(group)),
             ("v1", "ConfigMap", kube.broker_config_name(group)),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -276,40 +275,12 @@ def running_canary(
     """``rocketctl canary --dir`` for the local cluster in ``directory`` as its own
     process (tests), serving when the block starts, stopped by its PID when it ends;
     its output is appended to ``directory/canary/process.log``."""
-    import httpx
+    from rocketcluster.ctl.testing import serving_rocketctl
 
-    from rocketcluster.ctl.testing import stop_child, wait_for
-
-    rocketctl = Path(sys.executable).with_name("rocketctl")
+    args = ["canary", "--dir", str(directory), "--listen", f"127.0.0.1:{port}"]
+    args += ["--interval", str(interval), "--timeout", str(timeout)]
     log_path = directory / CANARY_DIR / "process.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    argv = [
-        str(rocketctl),
-        "canary",
-        "--dir",
-        str(directory),
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--interval",
-        str(interval),
-        "--timeout",
-        str(timeout),
-    ]
-
-    def ready() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"rocketctl canary exited with {proc.returncode}: {log_path.read_text()[-2000:]}"
-            )
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    with log_path.open("ab") as log:  # appended: each run's lines are kept
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_for(ready, ready_within_s, what="the canary to serve")
-            yield proc
-        finally:
-            stop_child(proc)
+    with serving_rocketctl(
+        args, port, log_path, what="canary", ready_within_s=ready_within_s, append=True
+    ) as proc:
+        yield proc

@@ -44,13 +44,12 @@ class OperatorKills:
     backend: EmulatedBackend
     groups: list[str]
     takeovers: list[Takeover] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=lambda: list(POINTS))
     errors: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self.pending = list(POINTS)
 
     def __enter__(self) -> OperatorKills:
         self._since = time.time()

@@ -202,16 +202,13 @@ def _container(cluster: RocketCluster, mounts: list[dict[str, Any]]) -> dict[str
 def deployment(cluster: RocketCluster) -> K8sObject:
     selector = selector_labels(cluster, COMPONENT)
     volumes, mounts = _volumes(cluster)
-    spec: dict[str, Any] = {
-        # The canary calls no Kubernetes API: no token in the pod.
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": GRACE_SECONDS,
-        "securityContext": pods.pod_security(),
-        **pods.placement_fields(cluster.spec.placement),
-        "containers": [_container(cluster, mounts)],
-        "volumes": volumes,
-    }
+    # The canary calls no Kubernetes API: no token in the pod.
+    spec = pods.tokenless_pod_spec(
+        cluster.spec.placement,
+        _container(cluster, mounts),
+        volumes,
+        GRACE_SECONDS,
+    )
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

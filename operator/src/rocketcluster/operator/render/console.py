@@ -182,17 +182,14 @@ def _container(cluster: RocketCluster, mounts: list[dict[str, Any]]) -> dict[str
 def deployment(cluster: RocketCluster) -> K8sObject:
     selector = selector_labels(cluster, COMPONENT)
     volumes, mounts = _volumes(cluster)
-    spec: dict[str, Any] = {
-        # The console calls no Kubernetes API: no token in the pod.
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": GRACE_SECONDS,
-        "securityContext": pods.pod_security(),
-        "topologySpreadConstraints": pods.spread(cluster.spec.placement, selector),
-        **pods.placement_fields(cluster.spec.placement),
-        "containers": [_container(cluster, mounts)],
-        "volumes": volumes,
-    }
+    # The console calls no Kubernetes API: no token in the pod.
+    spec = pods.tokenless_pod_spec(
+        cluster.spec.placement,
+        _container(cluster, mounts),
+        volumes,
+        GRACE_SECONDS,
+        spread_over=selector,
+    )
     settings = config(cluster).model_dump(mode="json", by_alias=True)
     return {
         "apiVersion": "apps/v1",

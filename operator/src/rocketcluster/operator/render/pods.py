@@ -155,6 +155,29 @@ def web_container(
     return out
 
 
+def tokenless_pod_spec(
+    placement: PlacementSpec,
+    container: dict[str, Any],
+    volumes: list[dict[str, Any]],
+    grace_seconds: int,
+    spread_over: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The pod spec of a process that calls no Kubernetes API (the console, the
+    canary): no service-account token, no Service links, the restricted security
+    context, the cluster's placement (spread over nodes by ``spread_over`` pods when
+    it runs several)."""
+    return {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": grace_seconds,
+        "securityContext": pod_security(),
+        **({"topologySpreadConstraints": spread(placement, spread_over)} if spread_over else {}),
+        **placement_fields(placement),
+        "containers": [container],
+        "volumes": volumes,
+    }
+
+
 def spread(placement: PlacementSpec, selector: dict[str, str]) -> list[dict[str, Any]]:
     """Replicas of one group (or the controller members) over zones, then nodes: a
     zone or node failure takes at most one replica while there are enough of them.
