@@ -327,7 +327,7 @@ def test_real_prometheus_starts_scrapes_itself_answers_and_stops(tmp_path: Path)
     try:
         with server.api() as api:
             assert [t.job for t in api.wait_targets_up(1, timeout=60)] == ["self"]
-            up = api.query('up{job="self"}')
+            up = api.wait_query('up{job="self"}', timeout=30)
             assert up.result_type == "vector"
             assert [s.value for s in up.samples] == [1.0]
             assert math.isclose(api.query("1 + 1").samples[0].value, 2.0)
@@ -336,6 +336,8 @@ def test_real_prometheus_starts_scrapes_itself_answers_and_stops(tmp_path: Path)
             assert "rate(up[5m]" in str(caught.value)
             assert api.alerts() == []
             assert api.rules() == []
+            with pytest.raises(PrometheusAPIError, match="returned no samples after 0s"):
+                api.wait_query('up{job="nope"}', timeout=0)
             with pytest.raises(PrometheusAPIError, match="alert 'Nope' not firing after 0s"):
                 api.wait_alert("Nope", timeout=0)
     finally:

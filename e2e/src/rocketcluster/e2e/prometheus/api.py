@@ -227,6 +227,19 @@ class PrometheusAPI:
                 )
             time.sleep(0.5)
 
+    def wait_query(self, expr: str, timeout: float = 30.0) -> QueryResult:
+        """Until an instant query has samples. A target reads "up" in the targets API
+        as soon as its scrape is judged, a moment before the scrape's samples are
+        committed to the head block and visible to queries."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.query(expr)
+            if result.samples:
+                return result
+            if time.monotonic() > deadline:
+                raise PrometheusAPIError(f"{expr!r} returned no samples after {timeout:.0f}s")
+            time.sleep(0.25)
+
     def wait_alert(self, name: str, state: str = "firing", timeout: float = 180.0) -> Alert:
         """Until an alert named ``name`` is in ``state``; the error lists what the
         evaluator holds instead and the rule's health."""
