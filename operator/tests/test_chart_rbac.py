@@ -64,9 +64,12 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
     ("", "secrets"): {"list", "get", "create", "patch"},
     # handlers.py kopf.event, and kopf's own handler events (core v1 events).
     ("", "events"): {"create"},
-    # observe.py / catalogue.py list; reconcile.py _act deletes (roll); get and patch are
-    # what render/brokers.py pod_label_rbac grants the brokers (escalation rule).
-    ("", "pods"): {"list", "delete", "get", "patch"},
+    # observe.py / catalogue.py list; reconcile.py _act deletes (roll) and
+    # _clean_executors lists and deletes a failed health report run's executors; get
+    # and patch are what render/brokers.py pod_label_rbac grants the brokers, watch,
+    # create and deletecollection what render/health_reports.py DRIVER_RULES grants
+    # the Spark driver (escalation rule).
+    ("", "pods"): {"list", "delete", "get", "patch", "watch", "create", "deletecollection"},
     # Applied (apply.py: patch, and create in merge mode); deleted by _remove_group,
     # and the console's listed and deleted when spec.console goes (prune.py).
     ("", "services"): {"list", "create", "patch", "delete"},
@@ -81,14 +84,18 @@ NAMESPACED_CALLS: dict[tuple[str, str], set[str]] = {
     # Applied; deployments also listed by observe.py, and the console's deleted when
     # spec.console goes (prune.py), as its Ingress.
     ("", "persistentvolumeclaims"): {"create", "patch"},
-    ("", "serviceaccounts"): {"create", "patch"},
+    # Also the health reports' Spark driver's account, pruned when its mode goes.
+    ("", "serviceaccounts"): {"list", "create", "patch", "delete"},
     ("apps", "deployments"): {"list", "create", "patch", "delete"},
     ("networking.k8s.io", "ingresses"): {"list", "create", "patch", "delete"},
     # render/network.py (spec.networkPolicies): applied, listed and deleted when it is
     # switched off (prune.py).
     ("networking.k8s.io", "networkpolicies"): {"list", "create", "patch", "delete"},
-    ("rbac.authorization.k8s.io", "roles"): {"create", "patch"},
-    ("rbac.authorization.k8s.io", "rolebindings"): {"create", "patch"},
+    # The brokers' pod-label Role and the Spark driver's (pruned when its mode goes).
+    ("rbac.authorization.k8s.io", "roles"): {"list", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "rolebindings"): {"list", "create", "patch", "delete"},
+    # healthReports.spark.mode sparkOperator (applied where served; pruned).
+    ("sparkoperator.k8s.io", "scheduledsparkapplications"): {"list", "create", "patch", "delete"},
 }
 # Kinds the client knows (PLURALS) that no code calls today: no permission for them.
 # The test below proves that nothing outside kube/client.py names them.

@@ -26,6 +26,7 @@ EXAMPLES = (
     "cluster.yaml",
     "standalone.yaml",
     "health-reports.yaml",
+    "health-reports-kubernetes.yaml",
     "tiered-s3.yaml",
     "tiered-posix.yaml",
 )

@@ -365,6 +365,10 @@ async def client() -> AsyncIterator[KubeClient]:
             ("apps/v1/deployments", "Deployment"),
             ("apps/v1/statefulsets", "StatefulSet"),
             ("batch/v1/cronjobs", "CronJob"),
+            # What the health reports' prune lists (its Spark driver's account).
+            ("v1/serviceaccounts", "ServiceAccount"),
+            ("rbac.authorization.k8s.io/v1/roles", "Role"),
+            ("rbac.authorization.k8s.io/v1/rolebindings", "RoleBinding"),
             ("networking.k8s.io/v1/ingresses", "Ingress"),
             ("networking.k8s.io/v1/networkpolicies", "NetworkPolicy"),
             ("rocketcluster.io/v1alpha1/rocketusers", "RocketUser"),

@@ -277,6 +277,11 @@ async def client() -> AsyncIterator[KubeClient]:
             ("v1/configmaps", "ConfigMap"),
             ("v1/persistentvolumeclaims", "PersistentVolumeClaim"),
             ("batch/v1/cronjobs", "CronJob"),
+            # The Spark driver's account (spark.mode kubernetes, sparkOperator); the
+            # Spark Operator's kind is not served here (its CRD is not installed).
+            ("v1/serviceaccounts", "ServiceAccount"),
+            ("rbac.authorization.k8s.io/v1/roles", "Role"),
+            ("rbac.authorization.k8s.io/v1/rolebindings", "RoleBinding"),
             # What the reconciler's prune lists for the other parts (the console).
             ("v1/services", "Service"),
             ("apps/v1/deployments", "Deployment"),

@@ -10,15 +10,21 @@ The operator's permissions, derived from what it calls (and nothing more):
   ConfigMaps, listed to delete those its spec.monitoring no longer asks for;
 - render/health_reports.py: a cluster's health report CronJob and price-table
   ConfigMap, listed to delete them when spec.healthReports goes (prune.py), and the
-  reports' volume (applied, never deleted);
+  reports' volume (applied, never deleted); with healthReports.spark.mode kubernetes
+  or sparkOperator also the Spark driver's ServiceAccount, Role and RoleBinding, its
+  Service and executor pod template, or the Spark Operator's
+  ScheduledSparkApplication, listed and deleted alike; the executor pods a failed
+  run left are listed and deleted (reconcile.py _clean_executors);
 - render/network.py: a cluster's NetworkPolicies, listed to delete them when
   spec.networkPolicies is switched off (prune.py);
 - render/console.py: a cluster's console ConfigMap, Deployment, Service and Ingress,
   listed to delete them when spec.console is switched off (prune.py); the console
   itself calls no Kubernetes API and gets no permission;
 - the RBAC escalation rule: the operator creates a Role letting each broker get and
-  patch its own pod (render/brokers.py pod_label_rbac) and binds it, so it must hold
-  those permissions itself.
+  patch its own pod (render/brokers.py pod_label_rbac), and one letting the Spark
+  driver of the health reports create, watch and delete its executor pods
+  (render/health_reports.py DRIVER_RULES), and binds them, so it must hold those
+  permissions itself.
 operator/tests/test_chart_rbac.py checks these rules against the operator's calls:
 that every call is allowed and that nothing else is.
 */}}
@@ -54,11 +60,13 @@ that every call is allowed and that nothing else is.
   resources: ["secrets"]
   verbs: ["list", "get", "create", "patch"]
 # observe.py and catalogue.py list the pods of a cluster; the roller deletes a pod to
-# restart it; get and patch only because the operator grants them to each broker (its
-# own pod's role label) and RBAC refuses to grant what the granter lacks.
+# restart it, the reconciler a failed health report run's executors; get and patch
+# only because the operator grants them to each broker (its own pod's role label),
+# watch, create and deletecollection because it grants them to the health reports'
+# Spark driver (its executors), and RBAC refuses to grant what the granter lacks.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete", "deletecollection"]
 # Rendered and applied (create, patch); a removed broker group's config and Services
 # are deleted (reconcile.py _remove_group); the console's Service is listed to delete
 # it when spec.console is switched off (prune.py).
@@ -80,8 +88,13 @@ that every call is allowed and that nothing else is.
 # service accounts. Volumes are never deleted by the operator (the StatefulSet's
 # retention policy or the owner reference is what deletes them).
 - apiGroups: [""]
-  resources: ["persistentvolumeclaims", "serviceaccounts"]
+  resources: ["persistentvolumeclaims"]
   verbs: ["create", "patch"]
+# The health reports' Spark driver's account is listed and deleted when its mode no
+# longer asks for it (prune.py).
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["list", "create", "patch", "delete"]
 # Broker groups: observed (list), applied, scaled in (patch) and removed (delete).
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
@@ -106,14 +119,22 @@ that every call is allowed and that nothing else is.
 - apiGroups: ["batch"]
   resources: ["cronjobs"]
   verbs: ["list", "create", "patch", "delete"]
+# healthReports.spark.mode sparkOperator: the Kubeflow Spark Operator's
+# ScheduledSparkApplication, applied where its CRD is served, listed and deleted as
+# the CronJob.
+- apiGroups: ["sparkoperator.k8s.io"]
+  resources: ["scheduledsparkapplications"]
+  verbs: ["list", "create", "patch", "delete"]
 # Applied with each group and the controllers; a removed group's is deleted.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["create", "patch", "delete"]
-# The brokers' pod-label Role and its RoleBinding (render/brokers.py pod_label_rbac).
+# The brokers' pod-label Role and its RoleBinding (render/brokers.py pod_label_rbac),
+# and the health reports' Spark driver's, listed and deleted when its mode no longer
+# asks for them (prune.py).
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
-  verbs: ["create", "patch"]
+  verbs: ["list", "create", "patch", "delete"]
 {{- end }}
 
 {{/* Cluster-scoped reads kopf makes to notice changes without a restart, and the

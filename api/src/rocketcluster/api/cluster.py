@@ -205,12 +205,115 @@ class HealthReportStorageSpec(_Model):
     )
 
 
+class SparkMode(StrEnum):
+    """Where the health reports' Spark executors run (``healthReports.spark.mode``)."""
+
+    LOCAL = "local"
+    KUBERNETES = "kubernetes"
+    SPARK_OPERATOR = "sparkOperator"
+    STANDALONE = "standalone"
+
+
+# spark://host:port, or several masters (ZooKeeper recovery) as spark://h1:p1,h2:p2.
+SPARK_MASTER_PATTERN = (
+    r"^(spark://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?:[0-9]{1,5}"
+    r"(,[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?:[0-9]{1,5})*)?$"
+)
+# A JVM size as Spark takes it (spark-submit --driver-memory, spark.executor.memory).
+SPARK_MEMORY_PATTERN = r"^[0-9]+[kmgt]?$"
+_SPARK_RULES: JsonValue = [
+    {
+        "rule": "!has(self.mode) || self.mode != 'standalone' "
+        "|| (has(self.master) && size(self.master) > 0)",
+        "message": "mode standalone needs master: the spark://host:port URL of your Spark master",
+    },
+    {
+        "rule": "(has(self.mode) && self.mode == 'standalone') "
+        "|| !has(self.master) || size(self.master) == 0",
+        "message": "master is for mode standalone only: local runs in the report's pod, "
+        "kubernetes and sparkOperator run executor pods",
+    },
+]
+
+
+class HealthReportSparkSpec(_Model):
+    """The engine the health reports run on. ``local``: spark-submit in local mode in
+    the CronJob's pod (driver and tasks in one JVM, two task threads). ``kubernetes``:
+    the CronJob's pod is the driver (client mode) and Spark creates executor pods of
+    the same image through the Kubernetes API, under the ServiceAccount
+    <cluster>-health-report. ``sparkOperator``: a ScheduledSparkApplication for the
+    Kubeflow Spark Operator, which must be installed (the operator says so in the
+    status otherwise). ``standalone``: the CronJob's pod is the driver against your
+    Spark standalone cluster at ``master``, whose workers must mount the same reports
+    storage at /reports. In kubernetes and sparkOperator modes the executors write the
+    reports too: the volume the operator makes is ReadWriteMany (its storage class must
+    support it), and an ``output`` claim of yours must be ReadWriteMany."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _SPARK_RULES})
+
+    mode: SparkMode = Field(
+        default=SparkMode.LOCAL,
+        description="local (one pod), kubernetes (executor pods), sparkOperator "
+        "(a ScheduledSparkApplication) or standalone (your Spark master)",
+    )
+    master: str = Field(
+        default="",
+        max_length=1024,
+        pattern=SPARK_MASTER_PATTERN,
+        description="mode standalone only, and required there: the master's URL, "
+        "spark://host:port (several masters: spark://h1:7077,h2:7077)",
+    )
+    executors: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="executors per run (kubernetes, sparkOperator; standalone: "
+        "spark.cores.max is executors x executorCores); ignored in local mode",
+    )
+    executor_cores: int = Field(
+        default=1, ge=1, le=64, description="task slots (and CPU cores requested) per executor"
+    )
+    executor_memory: str = Field(
+        default="1g",
+        pattern=SPARK_MEMORY_PATTERN,
+        description="each executor's JVM heap (spark.executor.memory, e.g. 2g)",
+    )
+    executor_memory_overhead: str | None = Field(
+        default=None,
+        pattern=SPARK_MEMORY_PATTERN,
+        description="memory beyond the heap per executor pod, for the Python workers and "
+        "off-heap buffers (spark.executor.memoryOverhead, e.g. 1g); unset: Spark's own "
+        "default (a share of executorMemory, at least 384m)",
+    )
+
+    @model_validator(mode="after")
+    def _master_for_standalone(self) -> Self:
+        if self.mode is SparkMode.STANDALONE and not self.master:
+            raise ValueError(
+                "healthReports.spark.mode standalone needs master: the spark://host:port "
+                "URL of your Spark master"
+            )
+        if self.mode is not SparkMode.STANDALONE and self.master:
+            raise ValueError(
+                f"healthReports.spark.master is for mode standalone only, not {self.mode.value}"
+            )
+        return self
+
+    def distributed(self) -> bool:
+        return self.mode is not SparkMode.LOCAL
+
+    def shuffle_partitions(self) -> int:
+        """What the distributed modes give spark.sql.shuffle.partitions: two tasks per
+        executor core, at least four."""
+        return max(4, 2 * self.executors * self.executor_cores)
+
+
 class HealthReportsSpec(_Model):
     """Scheduled Spark health reports (consumer lag, SyncStateSet history, tiering
-    candidates): a CronJob that runs spark-submit in local mode inside its pod, reads
-    the cluster through the controllers' admin API and writes each report (HTML, JSON
-    summary, Parquet) to a volume. Removing healthReports removes the CronJob; the
-    reports stay."""
+    candidates): a CronJob that runs spark-submit (by default in local mode inside its
+    pod; ``spark`` chooses the engine), reads the cluster through the controllers'
+    admin API and writes each report (HTML, JSON summary, Parquet) to a volume.
+    Removing healthReports removes the CronJob; the reports stay."""
 
     schedule: str = Field(
         default="0 * * * *",
@@ -287,6 +390,7 @@ class HealthReportsSpec(_Model):
     suspend: bool = Field(
         default=False, description="pause the schedule (a run in progress goes on)"
     )
+    spark: HealthReportSparkSpec = Field(default_factory=HealthReportSparkSpec)
 
     @model_validator(mode="after")
     def _jobs_once(self) -> Self:

@@ -132,8 +132,15 @@ def operand_objects() -> list[dict[str, Any]]:
     every monitoring option on, the console with its Ingress where there are
     controllers, and a uid (as the API server gives it)."""
     objects = []
-    for name in ("cluster.yaml", "standalone.yaml", "health-reports.yaml"):
+    variants: list[tuple[str, str | None]] = [
+        (name, None) for name in ("cluster.yaml", "standalone.yaml", "health-reports.yaml")
+    ]
+    # The health reports' Spark driver's Role, and the Spark Operator's kind.
+    variants += [("health-reports-kubernetes.yaml", m) for m in ("kubernetes", "sparkOperator")]
+    for name, spark_mode in variants:
         data = load_manifest(REPO / "examples" / name).model_dump(mode="json", by_alias=True)
+        if spark_mode is not None:
+            data["spec"]["healthReports"]["spark"]["mode"] = spark_mode
         data["spec"]["monitoring"] = dict.fromkeys(data["spec"]["monitoring"], True)
         if data["spec"]["controller"]["replicas"] > 0:
             ingress = {"enabled": True, "host": "console.example.com"}

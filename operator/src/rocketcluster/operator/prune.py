@@ -35,7 +35,12 @@ class Switchable:
 MONITORING = Switchable(
     monitoring.COMPONENT, monitoring.KINDS, "MonitoringRemoved", monitoring.MONITORING_API
 )
-HEALTH_REPORTS = Switchable(health_reports.COMPONENT, health_reports.KINDS, "HealthReportRemoved")
+HEALTH_REPORTS = Switchable(
+    health_reports.COMPONENT,
+    health_reports.KINDS,
+    "HealthReportRemoved",
+    health_reports.SPARK_OPERATOR_API,
+)
 CONSOLE = Switchable(console.COMPONENT, console.KINDS, "ConsoleRemoved")
 NETWORK_POLICIES = Switchable(network.COMPONENT, network.KINDS, "NetworkPoliciesRemoved")
 CANARY = Switchable(canary.COMPONENT, canary.KINDS, "CanaryRemoved")

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from rocketcluster.api import kube
 from rocketcluster.api.catalogue import canonical_spec
-from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.cluster import RocketCluster, SparkMode
 from rocketcluster.api.status import (
     Condition,
     ConditionType,
@@ -65,7 +65,7 @@ from rocketcluster.operator.orchestrate.scale import (
     replica_scale_in_step,
 )
 from rocketcluster.operator.orchestrate.steps import Step, StepKind, blocked, done, wait
-from rocketcluster.operator.render import RenderContext, canary, render_cluster
+from rocketcluster.operator.render import RenderContext, canary, health_reports, render_cluster
 from rocketcluster.operator.render.brokers import (
     client_endpoint,
     master_budget_name,
@@ -80,6 +80,8 @@ log = logging.getLogger(__name__)
 
 FULL_APPLY_EVERY_S = 60.0
 CONTROLLERS = "controllers"  # the controller members' part of a roll
+
+SPARK_OPERATOR_MISSING = "SparkOperatorMissing"  # a Warning condition's and event's reason
 
 EventSink = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 
@@ -105,6 +107,7 @@ class ClusterMemory:
     # The feature gate as this process last wrote it to status.features (the watch's
     # copy may lag a write: a stale gate would flip what is rendered).
     features: compat.Gate | None = None
+    spark_operator_warned: bool = False
 
 
 def _key(obj: dict[str, Any]) -> str:
@@ -189,6 +192,7 @@ class ClusterReconciler:
             status = assess(Assessment(generation, "", (), None, {}, invalid=str(exc)))
             await self._write_status(body, status, memory)
             return status
+        rendered, notices = await self._optional_engines(cluster, rendered, memory)
         self._observer.admin_token = await self._users.sync(cluster)
         # What the orchestration rolls: broker groups and controller members (not the
         # console's Deployment, which rolls itself).
@@ -204,6 +208,7 @@ class ClusterReconciler:
         steps: dict[str, Step] = {}
         await self._apply(cluster, rendered, observed, memory, steps)
         await self._prune(cluster, rendered, memory)
+        await self._clean_executors(cluster)
         # 4. topics and consumer groups of the manifest into the catalogue
         await self._sync_catalogue(cluster, observed, features)
         # 5. controllers first, then groups, one at a time
@@ -225,6 +230,7 @@ class ClusterReconciler:
                 endpoints={g.name: client_endpoint(cluster, g.name) for g in desired_groups},
                 steps=steps,
                 leaving=leaving,
+                notices=notices,
             )
         ).model_copy(update={"features": features.status()})
         await self._write_status(body, status, memory)
@@ -310,6 +316,45 @@ class ClusterReconciler:
             memory.pruned[part.component] = keys
         if due:
             memory.last_prune = time.monotonic()
+
+    async def _optional_engines(
+        self, cluster: RocketCluster, rendered: list[dict[str, Any]], memory: ClusterMemory
+    ) -> tuple[list[dict[str, Any]], tuple[tuple[str, str], ...]]:
+        """healthReports.spark.mode sparkOperator: the ScheduledSparkApplication only
+        where the API serves it (the Kubeflow Spark Operator's CRD); otherwise it is
+        left out and the status says what to install (a Warning condition, and an
+        event once per process)."""
+        reports = cluster.spec.health_reports
+        if reports is None or reports.spark.mode is not SparkMode.SPARK_OPERATOR:
+            memory.spark_operator_warned = False
+            return rendered, ()
+        if await self._client.serves(
+            health_reports.SPARK_OPERATOR_API, health_reports.SCHEDULED_SPARK_APPLICATION
+        ):
+            memory.spark_operator_warned = False
+            return rendered, ()
+        message = (
+            f"healthReports.spark.mode is sparkOperator but this cluster has no "
+            f"{health_reports.SPARK_OPERATOR_CRD} CRD: install the Kubeflow Spark Operator "
+            "(or choose another mode); no health reports run until then"
+        )
+        if not memory.spark_operator_warned:
+            self._events("Warning", SPARK_OPERATOR_MISSING, message)
+            memory.spark_operator_warned = True
+        kept = [o for o in rendered if o["kind"] != health_reports.SCHEDULED_SPARK_APPLICATION]
+        return kept, ((SPARK_OPERATOR_MISSING, message),)
+
+    async def _clean_executors(self, cluster: RocketCluster) -> None:
+        """healthReports.spark.mode kubernetes: delete the executor pods a failed run
+        left (their driver pod gone or not Running; health_reports.orphaned_executors)."""
+        reports = cluster.spec.health_reports
+        if reports is None or reports.spark.mode is not SparkMode.KUBERNETES:
+            return
+        ns = cluster.metadata.namespace
+        pods = await self._client.list("v1", "Pod", ns, health_reports.pod_selector(cluster))
+        for name in health_reports.orphaned_executors(pods):
+            if await self._client.delete("v1", "Pod", ns, name):
+                self._events("Normal", "SparkExecutorRemoved", f"{name}: its driver is gone")
 
     # -- 4. catalogue -----------------------------------------------------------------
 

@@ -26,6 +26,8 @@ PLURALS: Final[dict[str, dict[str, str]]] = {
     "networking.k8s.io/v1": {"Ingress": "ingresses", "NetworkPolicy": "networkpolicies"},
     "policy/v1": {"PodDisruptionBudget": "poddisruptionbudgets"},
     "rbac.authorization.k8s.io/v1": {"Role": "roles", "RoleBinding": "rolebindings"},
+    # The Kubeflow Spark Operator's (healthReports.spark.mode sparkOperator).
+    "sparkoperator.k8s.io/v1beta2": {"ScheduledSparkApplication": "scheduledsparkapplications"},
     "monitoring.coreos.com/v1": {
         "PodMonitor": "podmonitors",
         "PrometheusRule": "prometheusrules",
@@ -169,6 +171,17 @@ class KubeClient:
         )
         items = (answer or {}).get("items") or []
         return [i for i in items if matches(i, labels)]
+
+    async def serves(self, api_version: str, kind: str) -> bool:
+        """Whether the API serves ``kind`` (an optional operator's CRD installed), from
+        its discovery document, which every authenticated client may read."""
+        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        try:
+            answer = await self.request("GET", prefix)
+        except KubeNotFound:
+            return False
+        plural = PLURALS[api_version][kind]
+        return any(r.get("name") == plural for r in (answer or {}).get("resources") or [])
 
     async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]

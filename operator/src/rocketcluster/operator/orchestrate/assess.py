@@ -30,6 +30,8 @@ class Assessment:
     steps: dict[str, Step] = field(default_factory=dict)  # "controllers" or a group name
     leaving: dict[str, list[str]] = field(default_factory=dict)  # group -> drain problems
     invalid: str | None = None
+    # What the cluster runs without and a person should fix: (reason, message).
+    notices: tuple[tuple[str, str], ...] = ()
 
 
 def _cond(kind: ConditionType, ok: bool, reason: str, message: str, gen: int | None) -> Condition:
@@ -119,7 +121,10 @@ def assess(a: Assessment) -> RocketClusterStatus:
         else "ControllerUnreachable"
         if any("controllers do not answer" in s.reason for _, s in blocked)
         else "RollBlocked"
+        if warnings or not a.notices
+        else a.notices[0][0]
     )
+    warnings += [message for _, message in a.notices]
     operation = "; ".join(f"{n}: {s.reason}" for n, s in moving) or (
         f"draining {', '.join(a.leaving)}" if a.leaving else ""
     )

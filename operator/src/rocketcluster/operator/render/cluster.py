@@ -32,6 +32,7 @@ APPLY_ORDER = (
     "Deployment",
     "StatefulSet",
     "CronJob",
+    "ScheduledSparkApplication",
     "PodDisruptionBudget",
     "PodMonitor",
     "PrometheusRule",

@@ -20,6 +20,7 @@ from rocketcluster.operator.render.meta import (
     metadata,
     selector_labels,
     service_ports,
+    tokenless_service_account,
 )
 
 COMPONENT = kube.COMPONENT_CONTROLLER
@@ -188,12 +189,7 @@ def _pod_labels(cluster: RocketCluster) -> dict[str, str]:
 
 def service_account(cluster: RocketCluster) -> K8sObject:
     """Controllers never call the Kubernetes API: no token is mounted."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": metadata(cluster, service_account_name(cluster), COMPONENT),
-        "automountServiceAccountToken": False,
-    }
+    return tokenless_service_account(cluster, service_account_name(cluster), COMPONENT)
 
 
 def disruption_budget(cluster: RocketCluster) -> K8sObject:

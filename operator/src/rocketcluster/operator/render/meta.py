@@ -96,3 +96,14 @@ def service_ports(ports: dict[str, int]) -> list[dict[str, Any]]:
         {"name": name, "port": port, "targetPort": name, "protocol": "TCP"}
         for name, port in ports.items()
     ]
+
+
+def tokenless_service_account(cluster: RocketCluster, name: str, component: str) -> K8sObject:
+    """A ServiceAccount that mounts no token by default: a pod that calls the API says
+    so itself (automountServiceAccountToken on the pod), the others never get one."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata(cluster, name, component),
+        "automountServiceAccountToken": False,
+    }
