@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,9 +23,12 @@ from rocketmq.v5.producer import Producer as OfficialProducer
 
 from rocketcluster.api.cluster import RocketCluster
 from rocketcluster.ctl.workload import TOPIC, Cluster, running
+from rocketcluster.e2e.report_compare import comparable_run
+from rocketcluster.e2e.spark_standalone import running_standalone_cluster
 from rocketcluster.jobs import tables
 from rocketcluster.jobs.config import JobsConfig
 from rocketcluster.jobs.inputs import LiveCluster
+from rocketcluster.jobs.pipeline import RunOutcome
 from rocketcluster.jobs.report.browser import check_in_browser
 from rocketcluster.jobs.run import ReportRequest, readable, run_report
 
@@ -188,22 +193,39 @@ def scenario(
         yield cluster, marks
 
 
-def test_the_report_tells_slow_stopped_and_failover_apart(
-    spark: SparkSession, scenario: tuple[Cluster, dict[str, float]], tmp_path: Path
-) -> None:
+CONFIG = JobsConfig(window_points=WINDOW_POINTS, min_age_hours=0.0)
+
+
+def _controllers(cluster: Cluster) -> list[str]:
+    return [f"http://{p['addresses']['admin']}" for p in cluster.controllers()]
+
+
+@pytest.fixture(scope="module")
+def local_run(
+    spark: SparkSession,
+    scenario: tuple[Cluster, dict[str, float]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> RunOutcome:
+    """The report of the scenario in local[2], as of its end."""
     cluster, marks = scenario
-    controllers = [f"http://{p['addresses']['admin']}" for p in cluster.controllers()]
-    config = JobsConfig(window_points=WINDOW_POINTS, min_age_hours=0.0)
     request = ReportRequest(
-        out=tmp_path / "reports",
-        live=LiveCluster(controllers),
-        config=config,
+        out=tmp_path_factory.mktemp("local") / "reports",
+        live=LiveCluster(_controllers(cluster)),
+        config=CONFIG,
         history_hours=1.0,
         save_inputs=True,
         cluster="health",
         now_ms=int(marks["end"] * 1000),
     )
-    outcome = run_report(request)
+    return run_report(request)
+
+
+def test_the_report_tells_slow_stopped_and_failover_apart(
+    scenario: tuple[Cluster, dict[str, float]], local_run: RunOutcome, tmp_path: Path
+) -> None:
+    cluster, marks = scenario
+    config = CONFIG
+    outcome = local_run
     groups = outcome.results[tables.LAG_GROUPS].set_index("consumer_group")
     assert groups.loc["fast", "status"] == "OK", groups.loc["fast", "reason"]
     assert groups.loc["slow", "status"] == "WARN", groups.loc["slow", "reason"]
@@ -250,3 +272,28 @@ def test_the_report_tells_slow_stopped_and_failover_apart(
     )
     again = rerun.results[tables.LAG_GROUPS].set_index("consumer_group")
     assert again["status"].to_dict() == groups["status"].to_dict()
+
+
+def test_a_standalone_cluster_gives_the_same_report(
+    scenario: tuple[Cluster, dict[str, float]], local_run: RunOutcome, tmp_path: Path
+) -> None:
+    """The same live cluster read by executors of a Spark standalone cluster (a master
+    and two workers, each a process) through ``rocketctl report --master spark://…``:
+    the same report, table for table, as local[2]'s."""
+    cluster, marks = scenario
+    config = tmp_path / "jobs.yaml"
+    config.write_text(f"windowPoints: {WINDOW_POINTS}\nminAgeHours: 0\n")
+    out = tmp_path / "reports"
+    with running_standalone_cluster(tmp_path / "spark") as spark_cluster:
+        command = [sys.executable, "-m", "rocketcluster.jobs.run", "--json"]
+        command += ["--master", spark_cluster.master_url, "--cluster", "health"]
+        command += ["--history-hours", "1", "--config", str(config), "--out", str(out)]
+        command += ["--now", str(int(marks["end"] * 1000))]
+        for url in _controllers(cluster):
+            command += ["--controller", url]
+        done = subprocess.run(command, capture_output=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr.decode()[-3000:]
+        # The work ran on the workers: each started an executor for the application.
+        apps = spark_cluster.master_state()["completedapps"]
+        assert [a["name"] for a in apps] == ["rocketcluster-health"], apps
+    assert comparable_run(out / "latest") == comparable_run(local_run.directory)

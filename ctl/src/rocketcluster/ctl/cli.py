@@ -435,21 +435,43 @@ def bench_scale(out_dir: Path, sizes: str, work_dir: Path, min_sends: int) -> No
 
 @bench.command("spark")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
-@click.option("--rows", type=int, default=1_000_000, show_default=True, help="snapshot rows")
+@click.option(
+    "--sizes",
+    default="1000000,10000000,100000000",
+    show_default=True,
+    help="snapshot rows of each history (48 hours of snapshots; comma-separated)",
+)
+@click.option(
+    "--masters",
+    default="local[2],standalone",
+    show_default=True,
+    help="local[2] and/or standalone (a Spark standalone cluster of 2 one-core workers)",
+)
 @click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".bench/spark"))
-def bench_spark(out_dir: Path, rows: int, work_dir: Path) -> None:
-    """The health jobs in local[2] over a synthetic snapshot history; Spark start apart."""
-    from rocketcluster.jobs.bench import run_spark_bench
+def bench_spark(out_dir: Path, sizes: str, masters: str, work_dir: Path) -> None:
+    """The health jobs over 48-hour synthetic histories, full and incremental, in
+    local[2] and on a standalone cluster; Spark's start-up apart."""
+    from rocketcluster.ctl.bench.spark_bench import run_spark_bench, table_rows
 
-    result = run_spark_bench(work_dir, rows)
+    try:
+        rows = tuple(int(s) for s in sizes.split(",") if s.strip())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sizes") from exc
+    chosen = tuple(m.strip() for m in masters.split(",") if m.strip())
+    unknown = [m for m in chosen if m not in ("local[2]", "standalone")]
+    if unknown or not chosen or not rows:
+        raise click.BadParameter(
+            "give --sizes N[,N…] and --masters from local[2], standalone", param_hint="--masters"
+        )
+    result = run_spark_bench(work_dir, rows, chosen, progress=lambda m: click.echo(f"… {m}"))
     path = write_results(out_dir, "spark", result)
-    per_job = ", ".join(f"{k} {v:.1f} s" for k, v in result["per_job_s"].items())
-    verdict = "within" if result["within_goal"] else "OVER"
-    click.echo(
-        f"{result['rows']:,} snapshot rows: jobs took {result['jobs_s']:.1f} s ({per_job}), "
-        f"{verdict} the {result['goal_s']:.0f} s goal; Spark start-up "
-        f"{result['spark_start_s']:.1f} s, apart"
-    )
+    table = table_rows(result)
+    click.echo(format_table(table, list(table[0])))
+    for goal, verdict in result["goals"].items():
+        met = verdict.get("met") if isinstance(verdict, dict) and "met" in verdict else None
+        if met is None:  # per master
+            met = all(v["met"] for v in verdict.values())
+        click.echo(f"{goal}: {'met' if met else 'NOT met'} — {json.dumps(verdict)}")
     click.echo(f"results: {path}")
 
 

@@ -81,6 +81,18 @@ def local_cluster(directory: Path) -> tuple[str, list[str], dict[str, list[str]]
     show_default=True,
     help="keep the newest N runs under --out, delete older ones (0: all)",
 )
+@click.option(
+    "--master",
+    default="local[2]",
+    show_default=True,
+    help="the Spark master: local[N], or spark://HOST:PORT of a standalone cluster whose "
+    "workers see --out at the same path",
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="read the whole window again instead of continuing the last run under --out",
+)
 @click.option("--json", "as_json", is_flag=True, help="the summary as JSON")
 def report(
     directory: Path,
@@ -92,6 +104,8 @@ def report(
     config: Path | None,
     history_hours: float | None,
     keep: int,
+    master: str,
+    full: bool,
     as_json: bool,
 ) -> None:
     """Consumer lag, SyncStateSet history and tiering candidates, as one HTML report."""
@@ -119,6 +133,8 @@ def report(
             history_hours=history_hours,
             cluster=name,
             keep=keep,
+            master=master,
+            full=full,
         )
         outcome = run_report(request, _progress if sys.stderr.isatty() else _quiet)
     except (JavaMissingError, ValueError, RuntimeError) as exc:

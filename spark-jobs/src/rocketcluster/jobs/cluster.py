@@ -13,10 +13,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from rocketcluster.api.broker_config import ADMIN_PORT, split_registered
-from rocketcluster.api.client.admin import AdminClient, AdminError
+from rocketcluster.api.client.admin import AdminClient, AdminError, StoredSnapshot
 from rocketcluster.api.client.controller_admin import ControllerAdmin, ControllerAdminError
-from rocketcluster.api.stats import StatsSnapshot
 
 STATS_PAGE = 500
 
@@ -132,10 +133,10 @@ def stats_offset_range(admin: AdminClient, since_ms: int | None) -> tuple[int, i
     return low, high
 
 
-def read_snapshots(admin: AdminClient, start: int, end: int) -> Iterator[StatsSnapshot]:
-    """The snapshots at stats offsets [start, end)."""
+def read_stored(admin: AdminClient, start: int, end: int) -> Iterator[StoredSnapshot]:
+    """The snapshots at stats offsets [start, end), with their offsets (a reader that
+    loses the replica goes on from the next one on another)."""
     try:
-        for stored in admin.iter_stats_snapshots(start, end, page_size=STATS_PAGE):
-            yield stored.snapshot
-    except AdminError as exc:
+        yield from admin.iter_stats_snapshots(start, end, page_size=STATS_PAGE)
+    except (AdminError, httpx.HTTPError) as exc:
         raise ClusterUnreachableError(f"reading stats from {admin.base}: {exc}") from exc

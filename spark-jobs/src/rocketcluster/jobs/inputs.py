@@ -32,9 +32,34 @@ class LiveCluster:
     broker_admin: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
-def read_live(spark: SparkSession, cluster: LiveCluster, since_ms: int) -> dict[str, DataFrame]:
+@dataclass
+class LiveRead:
+    """The input tables read from a cluster, and what could not be read (one sentence
+    per partition: its broker group first)."""
+
+    tables: dict[str, DataFrame]
+    missing: list[str]
+
+
+def read_live(
+    spark: SparkSession,
+    cluster: LiveCluster,
+    since_ms: int,
+    marks: Mapping[str, int] | None = None,
+) -> LiveRead:
+    """Every input table from the cluster: snapshots at or after ``since_ms``, and per
+    broker group in ``marks`` only those newer than its mark (where the last run
+    stopped). Each table is read once and kept on the executors (every job sees the
+    same rows, the cluster is asked once); partitions that did not answer come back as
+    ``missing``, not as a failed run."""
+    from pyspark.sql import functions as F
+
+    from rocketcluster.jobs.source import READ_ERROR
+
     spark.dataSource.register(RocketClusterDataSource)
     found = {}
+    problems: list[str] = []
+    events_since = since_ms if not marks else max(since_ms, min(marks.values()) - EVENTS_MARGIN_MS)
     for table in tables.INPUTS:
         reader = (
             spark.read.format(RocketClusterDataSource.name())
@@ -43,11 +68,20 @@ def read_live(spark: SparkSession, cluster: LiveCluster, since_ms: int) -> dict[
             .option(
                 "brokerAdmin", json.dumps({k: list(v) for k, v in cluster.broker_admin.items()})
             )
+            .option("since", str(events_since if table == tables.EVENTS else since_ms))
+            .option("sinceByGroup", json.dumps(dict(marks or {}) if table != tables.EVENTS else {}))
         )
-        # Read once: every job sees the same rows, and the cluster is asked only once.
-        frame = reader.load().where(f"time >= {since_ms}")
-        found[table] = frame.localCheckpoint(eager=True)
-    return found
+        frame = reader.load().localCheckpoint(eager=True)
+        errors = frame.where(F.col(READ_ERROR).isNotNull()).select(READ_ERROR, "broker_group")
+        problems += [f"{r[1]} {r[0]}" for r in errors.collect()]
+        found[table] = frame.where(F.col(READ_ERROR).isNull()).drop(READ_ERROR)
+    return LiveRead(found, problems)
+
+
+# Controllers stamp events with the leader's clock, which may step back at a leader
+# change: a run continuing an earlier one reads this much before its marks (duplicates
+# are dropped by index).
+EVENTS_MARGIN_MS = 600_000
 
 
 def read_parquet(spark: SparkSession, directory: Path) -> dict[str, DataFrame]:

@@ -59,7 +59,7 @@ from rocketcluster.jobs import frames, tables
 from rocketcluster.jobs.frames import count, duration, plural
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 KEY: Final = ["broker_group", "consumer_group", "topic", "queue_id"]
 DEFAULT_WINDOW_POINTS: Final = 10
@@ -118,22 +118,45 @@ def evaluate_queues(
     p, code = _prepare(consumer_stats, now_ms)
     if p.empty:
         return frames.empty(tables.LAG_QUEUES)
-    time = p["time"].to_numpy(np.int64)
+    tails = p.assign(since=_since(p, code))
+    return evaluate_tails(tails[_from_end(code) < window_points], now_ms=now_ms)
+
+
+def _since(p: pd.DataFrame, code: np.ndarray) -> np.ndarray:
+    """Per row: since when its queue's committed offset has held its latest value (the
+    time of the queue's last change, its first snapshot counting as one)."""
     committed = p["committed_offset"].to_numpy(np.int64)
+    time = p["time"].to_numpy(np.int64)
     n_rows = len(p)
     new_key = np.r_[True, code[1:] != code[:-1]]
     key_start = np.flatnonzero(new_key)
     key_end = np.r_[key_start[1:], n_rows] - 1
-    # Since when the committed offset has held its current value, over all history.
     run_start = new_key | np.r_[True, committed[1:] != committed[:-1]]
     run_first = np.maximum.accumulate(np.where(run_start, np.arange(n_rows), 0))
-    since = time[run_first[key_end]]
-    # The window: the last window_points snapshots of each key.
+    return np.repeat(time[run_first[key_end]], key_end - key_start + 1)
+
+
+def _from_end(code: np.ndarray) -> np.ndarray:
+    """Per row (sorted by queue and time): how many later rows its queue has."""
+    new_key = np.r_[True, code[1:] != code[:-1]]
+    key_start = np.flatnonzero(new_key)
+    key_end = np.r_[key_start[1:], len(code)] - 1
     sizes = key_end - key_start + 1
-    from_end = np.repeat(key_end, sizes) - np.arange(n_rows)
-    w = p[from_end < window_points].reset_index(drop=True)
-    gid = np.repeat(np.arange(len(key_start)), np.minimum(sizes, window_points))
-    return _judge(w, gid, since, now_ms)
+    return np.asarray(np.repeat(key_end, sizes) - np.arange(len(code)))
+
+
+def evaluate_tails(tails: pd.DataFrame, *, now_ms: int) -> pd.DataFrame:
+    """LAG_QUEUES from each queue's window (its last points, as :func:`_prepare` makes
+    them, in any order) with a ``since`` column: when the queue's committed offset took
+    its latest value. The window is all a queue's status needs once ``since`` is
+    known, which is what lets the Spark path and an incremental run keep only it."""
+    if tails.empty:
+        return frames.empty(tables.LAG_QUEUES)
+    order = tails.sort_values([*KEY, "time"], kind="stable").reset_index(drop=True)
+    gid = order.groupby(KEY, sort=False).ngroup().to_numpy()
+    first = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+    since = order["since"].to_numpy(np.int64)[first]
+    return _judge(order, gid, since, now_ms)
 
 
 def _prepare(stats: pd.DataFrame, now_ms: int) -> tuple[pd.DataFrame, np.ndarray]:
@@ -420,34 +443,93 @@ def _by_status(status: pd.Series) -> dict[str, int]:
 # -- the Spark shell ---------------------------------------------------------------------
 
 
+# The columns of a queue's window kept between runs (history.py): its points as
+# :func:`_prepare` makes them, and since when its committed offset has held.
+TAIL_COLUMNS: Final = [
+    *KEY,
+    "time",
+    *_MERGED,
+    "lag_messages",
+    "lag_ms",
+    "since",
+]
+TAIL_SCHEMA: Final = (
+    "broker_group string, consumer_group string, topic string, queue_id int, time long, "
+    "committed_offset long, min_offset long, max_offset long, committed_store_time long, "
+    "inflight long, retry long, lag_messages long, lag_ms long, since long"
+)
+
+
 def run_lag(
     consumer_stats: DataFrame, *, now_ms: int, window_points: int = DEFAULT_WINDOW_POINTS
 ) -> dict[str, DataFrame]:
-    """LAG_POINTS, LAG_QUEUES and LAG_GROUPS as Spark DataFrames.
+    """LAG_POINTS (merged, as the pure core gives them), LAG_QUEUES and LAG_GROUPS as
+    Spark DataFrames, from the whole history (see :func:`lag_tables`)."""
+    found = lag_tables(consumer_stats, now_ms=now_ms, window_points=window_points)
+    points = spark_points(consumer_stats, now_ms).select(*frames.result_columns(tables.LAG_POINTS))
+    return {
+        tables.LAG_POINTS: points,
+        tables.LAG_QUEUES: found[tables.LAG_QUEUES],
+        tables.LAG_GROUPS: found[tables.LAG_GROUPS],
+    }
 
-    The input is cleaned, spread over buckets of whole queues and cached once; the
-    points (a local aggregation: the buckets already hold whole queues) and the queue
-    statuses (one pandas call per bucket) both read that cache without another shuffle.
-    LAG_QUEUES is cached too: LAG_GROUPS is computed from it."""
+
+LAG_TAILS: Final = "lag_tails"
+
+
+QID: Final = "_queue"  # a 64-bit hash of KEY: what the per-queue shuffle carries
+
+
+def lag_tables(
+    consumer_stats: DataFrame,
+    *,
+    now_ms: int,
+    window_points: int = DEFAULT_WINDOW_POINTS,
+    prior_tails: DataFrame | None = None,
+    window_start_ms: int | None = None,
+) -> dict[str, DataFrame]:
+    """The lag tables of the snapshots ``consumer_stats``, continuing the windows
+    ``prior_tails`` (a previous run's LAG_TAILS) when given. LAG_POINTS: every new
+    snapshot row's lag (what :func:`run_lag` returns; the pipeline plots
+    :data:`LAG_SUMS` instead). LAG_TAILS: each queue's last ``window_points`` points
+    with ``since``, for the next run. LAG_SUMS: per consumer group, broker group, broker
+    and snapshot time, the sums over its queues (the plot's input, a few rows per
+    snapshot instead of one per queue).
+
+    Every per-snapshot step is Spark SQL. The one shuffle of every row carries numbers
+    only: a queue travels as a 64-bit hash of its four key columns (two of 100 million
+    queues share one with odds of about 3e-4), its names joined back to its last points
+    alone. That shuffle merges a queue's duplicates at one time, finds since when its
+    offset has held (a window over its points) and keeps its last points; only those
+    (``window_points`` rows a queue, whatever the history's length) reach Python, where
+    the pure rules judge them a bucket of queues at a time. An offset that has held
+    since before the report's window counts from the window's start."""
     from pyspark.sql import functions as F
 
     _check_parameters(now_ms, window_points)
     frames.spark_columns(consumer_stats, tables.CONSUMER_STATS, "lag")
-    clean = (
-        consumer_stats.dropna(subset=[*KEY, "time", "committed_offset", "max_offset"])
-        .where(F.col("time") <= F.lit(now_ms))
-        .fillna(0, subset=["min_offset", "inflight", "retry"])
-        .select(*EVAL_COLUMNS, "retry")
-    )
-    keyed = frames.by_key(clean, KEY).cache()
-    points = _spark_points(keyed)
-    queues = (
-        keyed.select(frames.BUCKET_COLUMN, *EVAL_COLUMNS)
-        .groupBy(frames.BUCKET_COLUMN)
-        .applyInPandas(
-            _queues_bucket(now_ms, window_points),
-            schema=tables.RESULT_SCHEMAS[tables.LAG_QUEUES],
+    clean = _clean(consumer_stats, now_ms)
+    queue_hash = F.xxhash64(*KEY).alias(QID)
+    keys = clean.select(*KEY)
+    if prior_tails is None:  # the whole window: no shuffle of every row
+        rows = clean.select(queue_hash, "broker_group", "time", *_MERGED)
+        last = _history_points(rows, window_points, window_start_ms)
+    else:  # what is new since the last run and its tails: few rows, one shuffle
+        rows = clean.select(queue_hash, "time", *_MERGED, F.lit(None).cast("long").alias("prior"))
+        prior = prior_tails.where(F.col("time") <= F.lit(now_ms))
+        keys = keys.unionByName(prior.select(*KEY))
+        rows = rows.unionByName(
+            prior.select(queue_hash, "time", *_MERGED, F.col("since").alias("prior"))
         )
+        last = _last_points(rows, window_points, window_start_ms)
+    names = keys.distinct().select(queue_hash, *KEY)  # a row a queue: small
+    tails = (
+        last.join(names, on=QID).select(*KEY, "time", *_MERGED, *_lag_columns(), "since").cache()
+    )
+    queues = (
+        frames.by_key(tails, KEY)
+        .groupBy(frames.BUCKET_COLUMN)
+        .applyInPandas(_tails_bucket(now_ms), schema=tables.RESULT_SCHEMAS[tables.LAG_QUEUES])
         .cache()
     )
     groups = (
@@ -455,28 +537,212 @@ def run_lag(
         .groupBy(frames.BUCKET_COLUMN)
         .applyInPandas(_groups_bucket, schema=tables.RESULT_SCHEMAS[tables.LAG_GROUPS])
     )
-    return {tables.LAG_POINTS: points, tables.LAG_QUEUES: queues, tables.LAG_GROUPS: groups}
+    with_lag = clean.select("*", *_lag_columns())
+    sums = with_lag.groupBy("consumer_group", "broker_group", "broker_id", "time").agg(
+        *((F.max if c == "lag_ms" else F.sum)(c).alias(c) for c in PLOTTED)
+    )
+    return {
+        tables.LAG_POINTS: with_lag.select(*frames.result_columns(tables.LAG_POINTS)),
+        tables.LAG_QUEUES: queues,
+        tables.LAG_GROUPS: groups,
+        LAG_TAILS: tails,
+        LAG_SUMS: sums,
+    }
 
 
-def _spark_points(keyed: DataFrame) -> DataFrame:
-    """The per-row part in Spark SQL: merge duplicates, lag in messages and in time."""
+def _last_points(rows: DataFrame, window_points: int, window_start_ms: int | None) -> DataFrame:
+    """Each queue's last ``window_points`` points, merged, with ``since``: one shuffle
+    and one sort of the rows by queue, and two passes over that order (a window
+    operator costs about half a microsecond a row here, so they are few).
+
+    Ordered by time and offset, a change is a row whose time and offset both differ
+    from the row before (a queue's first row is one unless an earlier run knew it: its
+    since comes along). Kept: the last ``2 * window_points`` rows of a queue, then
+    merged per time (duplicates: the largest of each number, as :func:`_prepare`) and
+    cut to the last ``window_points`` times — exact unless a queue has more than
+    ``window_points`` duplicates among its last rows. A stale duplicate (one of two
+    brokers reporting at the same millisecond with an older offset) can count as a
+    change and make ``since`` later than the pure rules' (never earlier)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    merged = [F.max(c).alias(c) for c in _MERGED]
-    deduped = keyed.groupBy(frames.BUCKET_COLUMN, *KEY, "time").agg(*merged)
+    ordered = Window.partitionBy(QID).orderBy("time", "committed_offset")
+    queue = Window.partitionBy(QID)
+    before = F.lag("time").over(ordered)
+    previous = F.lag("committed_offset").over(ordered)
+    changed = F.when(before.isNull(), F.col("prior").isNull()).otherwise(
+        (F.col("time") != before) & (F.col("committed_offset") != previous)
+    )
+    marked = rows.select(
+        "*",
+        F.when(changed, F.col("time")).alias("_change"),
+        F.row_number().over(ordered).alias("_row"),
+    )
+    since = F.greatest(F.max("prior").over(queue), F.max("_change").over(queue))
+    if window_start_ms is not None:
+        since = F.greatest(since, F.lit(window_start_ms))
+    later_rows = F.count(F.lit(1)).over(queue) - F.col("_row")
+    near = marked.select(QID, "time", *_MERGED, since.alias("since"), later_rows.alias("_later"))
+    merged = (
+        near.where(F.col("_later") < F.lit(2 * window_points))
+        .groupBy(QID, "time")
+        .agg(*(F.max(c).alias(c) for c in _MERGED), F.max("since").alias("since"))
+    )
+    newest = F.row_number().over(Window.partitionBy(QID).orderBy(F.col("time").desc()))
+    return (
+        merged.select("*", newest.alias("_newest"))
+        .where(F.col("_newest") <= F.lit(window_points))
+        .drop("_newest")
+    )
+
+
+def _history_points(rows: DataFrame, window_points: int, window_start_ms: int | None) -> DataFrame:
+    """:func:`_last_points` of a whole history, without shuffling or sorting it: a
+    broker's snapshot covers all of its queues at one moment, so a queue's last points
+    are (nearly always) at its broker group's last ``window_points`` snapshot times.
+    Every pass over the history is a map-side filter through a broadcast table and an
+    aggregation that leaves a row or two per queue:
+
+    1. per broker group, its snapshot times (an aggregation): the ``window_points``-th
+       newest is the group's cut;
+    2. the rows at or after the cut (a broadcast join); a queue seen at fewer times
+       there (one that missed snapshots, or is new) takes its newest older rows too;
+    3. merged per time (duplicates: the largest of each number), the last
+       ``window_points`` times kept: the tails; since when the offset holds, where it
+       changed within them, is read off them;
+    4. for a queue whose offset held across its whole tail, the history before the
+       tail (a broadcast join with the tails' offsets): the last time with another
+       offset, then the first time after it; none: the queue's first time.
+
+    A stale duplicate (one of two brokers reporting the same millisecond with an older
+    offset) can count as a change and make ``since`` later (never earlier) than the
+    pure rules'."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    n = F.lit(window_points)
+    times = rows.select("broker_group", "time").distinct()
+    newest_first = Window.partitionBy("broker_group").orderBy(F.col("time").desc())
+    cut = (
+        times.select("broker_group", "time", F.row_number().over(newest_first).alias("_n"))
+        .where(F.col("_n") <= n)
+        .groupBy("broker_group")
+        .agg(F.min("time").alias("_cut"))
+    )
+    recent = (
+        rows.join(F.broadcast(cut), on="broker_group")
+        .where(F.col("time") >= F.col("_cut"))
+        .cache()  # a few rows a queue; read twice
+    )
+    seen = recent.groupBy(QID).agg(
+        F.countDistinct("time").alias("_times"), F.min("_cut").alias("_cut")
+    )
+    short = seen.where(F.col("_times") < n).select(QID, "_cut").cache()
+    newest = Window.partitionBy(QID).orderBy(F.col("time").desc())
+    near = recent.select(QID, "time", *_MERGED)
+    if not short.isEmpty():  # another pass over the history only when a queue needs it
+        older = rows.join(F.broadcast(short), on=QID).where(F.col("time") < F.col("_cut"))
+        older = older.select("*", F.dense_rank().over(newest).alias("_n")).where(F.col("_n") <= n)
+        near = near.unionByName(older.select(QID, "time", *_MERGED))
+    merged = near.groupBy(QID, "time").agg(*(F.max(c).alias(c) for c in _MERGED))
+    tails = (
+        merged.select("*", F.row_number().over(newest).alias("_n"))
+        .where(F.col("_n") <= n)
+        .drop("_n")
+    )
+    ordered = Window.partitionBy(QID).orderBy("time")
+    previous = F.lag("committed_offset").over(ordered)
+    facts = (
+        tails.select(
+            QID,
+            "time",
+            "committed_offset",
+            F.when(
+                previous.isNotNull() & (F.col("committed_offset") != previous), F.col("time")
+            ).alias("_change"),
+        )
+        .groupBy(QID)
+        .agg(
+            F.max("_change").alias("_change"),
+            F.min("time").alias("_first"),
+            F.max_by("committed_offset", "time").alias("_held"),
+        )
+        .cache()
+    )
+    held = facts.where(F.col("_change").isNull()).select(QID, "_first", "_held")
+    before = rows.join(F.broadcast(held), on=QID).where(F.col("time") < F.col("_first"))
+    other = before.groupBy(QID).agg(
+        F.max(F.when(F.col("committed_offset") != F.col("_held"), F.col("time"))).alias("_other"),
+        F.min("time").alias("_oldest"),
+    )
+    moved = other.where(F.col("_other").isNotNull()).select(QID, "_other")
+    after = (
+        rows.join(F.broadcast(moved), on=QID)
+        .where(F.col("time") > F.col("_other"))
+        .groupBy(QID)
+        .agg(F.min("time").alias("_after"))
+    )
+    since = F.coalesce(
+        F.col("_change"),
+        F.when(F.col("_other").isNotNull(), F.least(F.col("_after"), F.col("_first"))),
+        F.least(F.col("_oldest"), F.col("_first")),
+        F.col("_first"),
+    )
+    if window_start_ms is not None:
+        since = F.greatest(since, F.lit(window_start_ms))
+    found = (
+        facts.join(other, on=QID, how="left")
+        .join(after, on=QID, how="left")
+        .select(QID, since.alias("since"))
+    )
+    return tails.join(found, on=QID)
+
+
+LAG_SUMS: Final = "lag_sums"
+# The numbers the plot draws: counts add up over queues, the age of the oldest message
+# does not (its maximum).
+PLOTTED: Final = ("committed_offset", "max_offset", "lag_messages", "lag_ms", "inflight", "retry")
+
+
+def _clean(consumer_stats: DataFrame, now_ms: int) -> DataFrame:
+    """Rows the rules can use (as :func:`_prepare` keeps them), at or before now."""
+    from pyspark.sql import functions as F
+
+    return (
+        consumer_stats.dropna(subset=[*KEY, "time", "committed_offset", "max_offset"])
+        .where(F.col("time") <= F.lit(now_ms))
+        .fillna(0, subset=["min_offset", "inflight", "retry"])
+    )
+
+
+def _lag_columns() -> list[Column]:
+    """Lag in messages and in time of a row, as :func:`_prepare` computes them."""
+    from pyspark.sql import functions as F
+
     lag = F.greatest(F.col("max_offset") - F.col("committed_offset"), F.lit(0))
     lag_ms = F.when(
         (lag > 0) & F.col("committed_store_time").isNotNull(),
         F.greatest(F.col("time") - F.col("committed_store_time"), F.lit(0)),
     ).otherwise(F.lit(0))
-    return deduped.select(
-        "*", lag.cast("long").alias("lag_messages"), lag_ms.cast("long").alias("lag_ms")
-    ).select(*frames.result_columns(tables.LAG_POINTS))
+    return [lag.cast("long").alias("lag_messages"), lag_ms.cast("long").alias("lag_ms")]
 
 
-def _queues_bucket(now_ms: int, window_points: int) -> Callable[[pd.DataFrame], pd.DataFrame]:
+def spark_points(consumer_stats: DataFrame, now_ms: int) -> DataFrame:
+    """The per-row part in Spark SQL: clean rows, merge a queue's duplicates at one
+    time, lag in messages and in time; TAIL_COLUMNS without ``since``."""
+    from pyspark.sql import functions as F
+
+    deduped = (
+        _clean(consumer_stats, now_ms)
+        .groupBy(*KEY, "time")
+        .agg(*(F.max(c).alias(c) for c in _MERGED))
+    )
+    return deduped.select(*KEY, "time", *_MERGED, *_lag_columns())
+
+
+def _tails_bucket(now_ms: int) -> Callable[[pd.DataFrame], pd.DataFrame]:
     def evaluate(pdf: pd.DataFrame) -> pd.DataFrame:
-        return evaluate_queues(pdf[EVAL_COLUMNS], now_ms=now_ms, window_points=window_points)
+        return evaluate_tails(pdf.drop(columns=[frames.BUCKET_COLUMN]), now_ms=now_ms)
 
     return evaluate
 

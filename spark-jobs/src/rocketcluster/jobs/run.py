@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +42,7 @@ class ReportRequest:
     cluster: str = ""
     now_ms: int | None = None
     keep: int = DEFAULT_KEEP
+    full: bool = False  # read the whole window even when an earlier run's state serves
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -95,6 +96,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="N",
         help="keep the newest N runs under --out, delete older (0: all)",
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="read the whole window again instead of continuing the last run's state",
+    )
     parser.add_argument("--now", type=int, metavar="MS", help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     return parser.parse_args(argv)
@@ -115,41 +121,69 @@ def request_from(args: argparse.Namespace) -> ReportRequest:
         cluster=args.cluster,
         now_ms=args.now,
         keep=args.keep,
+        full=args.full,
     )
 
 
 def run_report(
     request: ReportRequest, progress: Callable[[str], None] = lambda _: None
 ) -> RunOutcome:
-    """Start Spark, read the inputs, run the jobs, write the report."""
+    """Start Spark, read what is new since the last run (or the whole window), run the
+    jobs, write the report and the state the next run continues."""
+    from rocketcluster.jobs.history import History
     from rocketcluster.jobs.inputs import read_live, read_parquet, save_inputs
-    from rocketcluster.jobs.pipeline import latest_time, prune_runs, run_directory, run_jobs
+    from rocketcluster.jobs.pipeline import (
+        latest_time,
+        plan_state,
+        prune_runs,
+        run_directory,
+        run_jobs,
+        since_marks,
+    )
 
+    # Absolute: executors of a standalone or Kubernetes master resolve a relative path
+    # against their own working directory.
+    request = replace(
+        request,
+        out=request.out.resolve(),
+        inputs=None if request.inputs is None else request.inputs.resolve(),
+    )
     config = request.config or JobsConfig()
     hours = request.history_hours if request.history_hours is not None else config.history_hours
-    progress("starting Spark")
+    progress(f"starting Spark ({request.master or 'as spark-submit chose'})")
     started = time.monotonic()
     spark = spark_session(SparkSettings(master=request.master))
     spark_s = time.monotonic() - started
     now_ms = request.now_ms or int(time.time() * 1000)
-    since_ms = now_ms - int(hours * HOUR_MS)
+    history = History(request.out / "history")
+    missing: list[str] = []
     if request.inputs is not None:
         progress(f"reading the snapshot {request.inputs}")
-        inputs = read_parquet(spark, request.inputs)
-        now_ms = request.now_ms or latest_time(inputs) or now_ms
+        snapshot = read_parquet(spark, request.inputs)
+        now_ms = request.now_ms or latest_time(snapshot) or now_ms
         since_ms = now_ms - int(hours * HOUR_MS)
-        inputs = {t: f.where(f"time >= {since_ms}") for t, f in inputs.items()}
+        plan = RunPlan(request.jobs, now_ms, since_ms, config, request.cluster)
+        prior = plan_state(history, plan, full=request.full)
+        inputs = since_marks(snapshot, since_ms, now_ms, prior.high_water if prior else {})
     elif request.live is not None:
+        since_ms = now_ms - int(hours * HOUR_MS)
+        plan = RunPlan(request.jobs, now_ms, since_ms, config, request.cluster)
+        prior = plan_state(history, plan, full=request.full)
         where = ", ".join(request.live.controllers) or ", ".join(request.live.broker_admin)
-        progress(f"reading the cluster through {where}")
-        inputs = read_live(spark, request.live, since_ms)
+        what = "what is new" if prior else "the window"
+        progress(f"reading {what} from the cluster through {where}")
+        read = read_live(spark, request.live, since_ms, prior.high_water if prior else None)
+        inputs, missing = read.tables, read.missing
+        for problem in missing:
+            progress(f"could not read: {problem}")
     else:
         raise ValueError("nothing to read: give a live cluster or an input snapshot")
     directory = run_directory(request.out, now_ms)
     if request.save_inputs:
         save_inputs(inputs, directory / "inputs")
-    plan = RunPlan(request.jobs, now_ms, since_ms, config, request.cluster)
-    outcome = run_jobs(plan, inputs, directory, progress)
+    outcome = run_jobs(
+        plan, inputs, directory, progress, history=history, prior=prior, missing=missing
+    )
     outcome.timings_s["spark_start"] = round(spark_s, 3)
     prune_runs(request.out, request.keep)
     return outcome
@@ -215,6 +249,8 @@ def readable(outcome: RunOutcome) -> list[str]:
         lines += _sss_lines(r[tables.SSS_GROUPS])
     if tables.TIERING_CANDIDATES in r:
         lines += _tiering_lines(r[tables.TIERING_CANDIDATES])
+    for problem in meta.get("missing") or []:
+        lines.append(f"not read (retried, then left out): {problem}")
     lines.append(f"report: {outcome.report}")
     return lines
 

@@ -78,9 +78,12 @@ def spark_session(settings: SparkSettings | None = None) -> SparkSession:
         "spark.driver.extraJavaOptions": " ".join(
             (f"-Dlog4j2.configurationFile=file:{log_config}", *SPARK_DRIVER_JVM_OPTIONS)
         ),
+        # Executors of a standalone or Kubernetes master: the same JVM settings.
+        "spark.executor.extraJavaOptions": " ".join(
+            (f"-Dlog4j2.configurationFile=file:{log_config}", *SPARK_DRIVER_JVM_OPTIONS)
+        ),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.python.filterPushdown.enabled": "true",
@@ -92,4 +95,8 @@ def spark_session(settings: SparkSettings | None = None) -> SparkSession:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    # spark-submit's --conf wins (the operator sizes it to the executors it asks for);
+    # else a few partitions: the jobs' shuffles are of per-queue rows, not of history.
+    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        spark.conf.set("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
     return spark

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,18 +39,25 @@ from pyspark.sql.types import StructType
 
 from rocketcluster.api.auth import ADMIN_TOKEN_ENV
 from rocketcluster.api.stats import StatsSnapshot
-from rocketcluster.jobs import tables
+from rocketcluster.jobs import failpoints, tables
 from rocketcluster.jobs.cluster import (
+    ClusterUnreachableError,
     ControllerApi,
     GroupReplicas,
     first_answering,
-    read_snapshots,
+    read_stored,
     stats_offset_range,
 )
 
 SOURCE_NAME = "rocketcluster"
 SNAPSHOTS_PER_PARTITION = 2000
 BATCH_ROWS = 10_000
+# A partition whose replicas do not answer is tried again this many times, after these
+# pauses (seconds), from where it stopped; then it is reported, not failed.
+RETRY_PAUSES_S: tuple[float, ...] = (1.0, 2.0, 4.0)
+# The column the source adds to every table: null on data rows; a row of its own, with
+# the partition's broker group, says what could not be read and why.
+READ_ERROR = "read_error"
 _ROW_LISTS = {
     tables.QUEUE_STATS: "queues",
     tables.CONSUMER_STATS: "consumers",
@@ -170,11 +178,30 @@ class StatsPartition(InputPartition):
     admin: tuple[str, ...]
     start: int
     end: int
+    # Set when the run could not even plan this group's reads.
+    unplanned: str = ""
 
 
 @dataclass(frozen=True)
 class EventsPartition(InputPartition):
     group: str
+
+
+def read_marks(options: Mapping[str, str]) -> tuple[int | None, dict[str, int]]:
+    """Options ``since`` (epoch ms: read snapshots at or after) and ``sinceByGroup``
+    (JSON ``{"group": ms}``: only snapshots newer than that, per broker group: where an
+    earlier run stopped)."""
+    raw = options.get("since", "")
+    try:
+        since = int(raw) if raw else None
+        marks = json.loads(options.get("sinceByGroup", "{}") or "{}")
+        if not isinstance(marks, dict):
+            raise ValueError("not an object")
+        return since, {str(k): int(v) for k, v in marks.items()}
+    except (ValueError, TypeError) as exc:
+        raise SourceOptionError(
+            f'options since (epoch ms) and sinceByGroup ({{"group": ms}}): {exc}'
+        ) from exc
 
 
 def _options(options: Mapping[str, str]) -> tuple[str, list[str], dict[str, list[str]]]:
@@ -209,12 +236,15 @@ class RocketClusterDataSource(DataSource):
 
     def schema(self) -> str:
         table, _, _ = _options(self.options)
-        return tables.INPUT_SCHEMAS[table]
+        return f"{tables.INPUT_SCHEMAS[table]}, {READ_ERROR} string"
 
     def reader(self, schema: StructType) -> DataSourceReader:
         table, controllers, broker_admin = _options(self.options)
         reader = ClusterReader(table, controllers, broker_admin, schema)
         reader.token = admin_token(self.options)
+        since, reader.marks = read_marks(self.options)
+        if since is not None:
+            reader.bounds = Bounds(since_ms=since)
         return reader
 
 
@@ -232,6 +262,7 @@ class ClusterReader(DataSourceReader):
         self.schema = schema
         self.bounds = Bounds()
         self.token: str | None = None  # security.auth (admin_token)
+        self.marks: dict[str, int] = {}  # per group: read only snapshots newer than
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         for f in filters:
@@ -257,15 +288,21 @@ class ClusterReader(DataSourceReader):
         return found or [StatsPartition("", (), 0, 0)]
 
     def _stats_partitions(self, group: GroupReplicas) -> list[StatsPartition]:
-        with first_answering(group, self.token) as admin:
-            start, end = stats_offset_range(admin, self.bounds.since_ms)
+        since = self.bounds.since_ms
+        if group.name in self.marks:
+            since = max(since or 0, self.marks[group.name] + 1)
+        try:
+            with first_answering(group, self.token) as admin:
+                start, end = stats_offset_range(admin, since)
+        except ClusterUnreachableError as exc:
+            return [StatsPartition(group.name, group.admin, 0, 0, unplanned=str(exc))]
         return [
             StatsPartition(group.name, group.admin, lo, min(lo + SNAPSHOTS_PER_PARTITION, end))
             for lo in range(start, end, SNAPSHOTS_PER_PARTITION)
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        schema = tables.arrow_schema(tables.INPUT_SCHEMAS[self.table])
+        schema = tables.arrow_schema(f"{tables.INPUT_SCHEMAS[self.table]}, {READ_ERROR} string")
         if isinstance(partition, EventsPartition):
             rows: Iterable[dict[str, Any]] = self._event_rows(partition)
         else:
@@ -276,19 +313,55 @@ class ClusterReader(DataSourceReader):
     def _event_rows(self, partition: EventsPartition) -> Iterator[dict[str, Any]]:
         if not partition.group:
             return
+        failpoints.reading(self.table, partition.group)
         api = ControllerApi(self.controllers, token=self.token)
-        for event in api.events(self.bounds.since_ms or 0, partition.group):
+        problem = ""
+        for pause in (*RETRY_PAUSES_S, None):
+            try:
+                events = api.events(self.bounds.since_ms or 0, partition.group)
+                break
+            except ClusterUnreachableError as exc:
+                problem = str(exc)
+                if pause is None:
+                    yield unreadable(partition.group, f"controller events: {problem}")
+                    return
+                time.sleep(pause)
+        for event in events:
             row = event_row(event)
             if self.bounds.keeps_time(row["time"]):
                 yield row
 
     def _stats_rows(self, partition: StatsPartition) -> Iterator[dict[str, Any]]:
+        if partition.unplanned:
+            yield unreadable(partition.group, f"{self.table}: {partition.unplanned}")
+            return
         if partition.start >= partition.end:
             return
+        failpoints.reading(self.table, f"{partition.group} {partition.start}")
         group = GroupReplicas(partition.group, partition.admin)
-        with first_answering(group, self.token) as admin:
-            for snapshot in read_snapshots(admin, partition.start, partition.end):
-                if self.bounds.keeps_time(snapshot.time) and self.bounds.keeps_group(
-                    snapshot.broker_group
-                ):
-                    yield from snapshot_rows(snapshot, self.table)
+        mark = self.marks.get(partition.group)
+        position = partition.start
+        for pause in (*RETRY_PAUSES_S, None):
+            try:
+                with first_answering(group, self.token) as admin:
+                    for stored in read_stored(admin, position, partition.end):
+                        position = stored.offset + 1
+                        snapshot = stored.snapshot
+                        if (
+                            self.bounds.keeps_time(snapshot.time)
+                            and self.bounds.keeps_group(snapshot.broker_group)
+                            and (mark is None or snapshot.time > mark)
+                        ):
+                            yield from snapshot_rows(snapshot, self.table)
+                return
+            except ClusterUnreachableError as exc:
+                if pause is None:
+                    where = f"stats offsets {position}-{partition.end - 1}"
+                    yield unreadable(partition.group, f"{self.table} {where}: {exc}")
+                    return
+                time.sleep(pause)
+
+
+def unreadable(group: str, why: str) -> dict[str, Any]:
+    """The row that reports a partition the run could not read."""
+    return {"broker_group": group, READ_ERROR: why}

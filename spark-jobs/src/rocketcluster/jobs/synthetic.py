@@ -7,6 +7,7 @@ rows take a second or two, so the benchmark times the jobs, not the generator.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,13 @@ class Shape:
     interval_ms: int = 30_000
     segments: int = 200
     events: int = 2000
+    # The step stopped and stalled groups freeze at (default: two thirds in); a
+    # history extended later (write_snapshot's from_step) keeps its base's.
+    frozen_from: int | None = None
+
+    @property
+    def frozen_step(self) -> int:
+        return (self.snapshots * 2) // 3 if self.frozen_from is None else self.frozen_from
 
     @property
     def consumer_rows(self) -> int:
@@ -39,22 +47,29 @@ class Shape:
         )
 
 
-def shape_for(rows: int) -> Shape:
-    """A shape with about ``rows`` consumer_stats rows (the bulk of a snapshot history)."""
+def shape_for(rows: int, hours: float | None = None) -> Shape:
+    """A shape with about ``rows`` consumer_stats rows (the bulk of a snapshot history);
+    with ``hours``, that many hours of snapshots 30 s apart, and as many queues as it
+    takes (a history's length is a time, its width the cluster's size)."""
     base = Shape()
-    per_snapshot = base.consumer_groups * base.broker_groups * base.topics * base.queues
-    return Shape(snapshots=max(2, round(rows / per_snapshot)))
+    if hours is None:
+        per_snapshot = base.consumer_groups * base.broker_groups * base.topics * base.queues
+        return Shape(snapshots=max(2, round(rows / per_snapshot)))
+    snapshots = max(2, round(hours * HOUR_MS / base.interval_ms))
+    per_queue = base.consumer_groups * base.broker_groups * base.topics
+    queues = max(1, round(rows / snapshots / per_queue))
+    return Shape(queues=queues, snapshots=snapshots)
 
 
 def _schema(table: str) -> pa.Schema:
     return tables.arrow_schema(tables.INPUT_SCHEMAS[table])
 
 
-def _consumer_stats(shape: Shape, now_ms: int, rng: np.random.Generator) -> pa.Table:
+def _consumer_stats(shape: Shape, now_ms: int, rng: np.random.Generator, steps: range) -> pa.Table:
     series = shape.consumer_groups * shape.broker_groups * shape.topics * shape.queues
-    n = series * shape.snapshots
-    step = np.repeat(np.arange(shape.snapshots, dtype=np.int64), series)
-    sid = np.tile(np.arange(series, dtype=np.int64), shape.snapshots)
+    n = series * len(steps)
+    step = np.repeat(np.arange(steps.start, steps.stop, dtype=np.int64), series)
+    sid = np.tile(np.arange(series, dtype=np.int64), len(steps))
     cg = sid // (shape.broker_groups * shape.topics * shape.queues)
     rest = sid % (shape.broker_groups * shape.topics * shape.queues)
     bg, rest = rest // (shape.topics * shape.queues), rest % (shape.topics * shape.queues)
@@ -63,7 +78,7 @@ def _consumer_stats(shape: Shape, now_ms: int, rng: np.random.Generator) -> pa.T
     rate = 50 + (sid % 7) * 10  # messages per snapshot interval, per queue
     max_offset = step * rate + rng.integers(0, 5, n)
     behaviour = cg % len(BEHAVIOURS)
-    frozen_from = (shape.snapshots * 2) // 3
+    frozen_from = shape.frozen_step
     # Keeps up: caught up at every other snapshot, one message behind in between.
     committed = np.where(behaviour == 0, np.maximum(0, max_offset - step % 2), 0)
     committed = np.where(behaviour == 1, step * (rate * 7 // 10), committed)
@@ -96,14 +111,16 @@ def _consumer_stats(shape: Shape, now_ms: int, rng: np.random.Generator) -> pa.T
     return pa.table(columns, schema=_schema(tables.CONSUMER_STATS))
 
 
-def _queue_stats(shape: Shape, now_ms: int) -> pa.Table:
+def _queue_stats(shape: Shape, now_ms: int, steps: range) -> pa.Table:
+    """The last 200 snapshots of ``steps`` (the tiering job reads the newest only)."""
     series = shape.broker_groups * shape.topics * shape.queues
-    snapshots = min(shape.snapshots, 200)
+    first = max(steps.start, steps.stop - 200)
+    snapshots = steps.stop - first
     n = series * snapshots
-    step = np.repeat(np.arange(snapshots, dtype=np.int64), series)
+    step = np.repeat(np.arange(first, steps.stop, dtype=np.int64), series)
     sid = np.tile(np.arange(series, dtype=np.int64), snapshots)
     bg, rest = sid // (shape.topics * shape.queues), sid % (shape.topics * shape.queues)
-    time = now_ms - (snapshots - 1 - step) * shape.interval_ms
+    time = now_ms - (shape.snapshots - 1 - step) * shape.interval_ms
     columns = {
         "time": time,
         "cluster": np.full(n, "bench"),
@@ -147,7 +164,7 @@ def _segment_stats(shape: Shape, now_ms: int) -> pa.Table:
     return pa.table(columns, schema=_schema(tables.SEGMENT_STATS))
 
 
-def _events(shape: Shape, now_ms: int, rng: np.random.Generator) -> pa.Table:
+def _events(shape: Shape, now_ms: int, rng: np.random.Generator, first_index: int = 0) -> pa.Table:
     """Per broker group, replicas 1..3 leave and rejoin the set; every tenth change an
     election moves the master (with a short time without one)."""
     rows: dict[str, list[object]] = {
@@ -155,7 +172,7 @@ def _events(shape: Shape, now_ms: int, rng: np.random.Generator) -> pa.Table:
     }
     per_group = max(1, shape.events // shape.broker_groups)
     span = shape.snapshots * shape.interval_ms
-    index = 0
+    index = first_index
     for g in range(shape.broker_groups):
         master, members = 1, [1, 2, 3]
         times = np.sort(rng.integers(now_ms - span, now_ms, per_group))
@@ -187,18 +204,47 @@ def _events(shape: Shape, now_ms: int, rng: np.random.Generator) -> pa.Table:
     return pa.table(rows, schema=_schema(tables.EVENTS))
 
 
-def write_snapshot(directory: Path, shape: Shape, now_ms: int, seed: int = 1) -> dict[str, int]:
-    """A Parquet input snapshot under ``directory``; the row count of each table."""
-    rng = np.random.default_rng(seed)
-    built = {
-        tables.CONSUMER_STATS: _consumer_stats(shape, now_ms, rng),
-        tables.QUEUE_STATS: _queue_stats(shape, now_ms),
+# Rows of consumer_stats generated and written at a time: a 1e8-row history never
+# sits in memory whole.
+CHUNK_ROWS = 4_000_000
+
+
+def write_snapshot(
+    directory: Path,
+    shape: Shape,
+    now_ms: int,
+    seed: int = 1,
+    *,
+    from_step: int = 0,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, int]:
+    """A Parquet input snapshot under ``directory``; the row count of each table.
+
+    With ``from_step``, only snapshots ``from_step``.. of ``shape`` (whose newest is at
+    ``now_ms``) are added beside what the directory holds: more history on top, as the
+    next hour brings it (events in that span only, a new latest segment snapshot)."""
+    rng = np.random.default_rng([seed, from_step])
+    steps = range(from_step, shape.snapshots)
+    series = shape.consumer_groups * shape.broker_groups * shape.topics * shape.queues
+    per_chunk = max(1, CHUNK_ROWS // series)
+    counts = dict.fromkeys(tables.INPUTS, 0)
+    stats_dir = directory / tables.CONSUMER_STATS
+    stats_dir.mkdir(parents=True, exist_ok=True)
+    for start in range(steps.start, steps.stop, per_chunk):
+        chunk = range(start, min(start + per_chunk, steps.stop))
+        data = _consumer_stats(shape, now_ms, rng, chunk)
+        pq.write_table(data, stats_dir / f"part-{start:07d}.parquet")
+        counts[tables.CONSUMER_STATS] += data.num_rows
+        progress(f"{counts[tables.CONSUMER_STATS]:,} consumer_stats rows written")
+    events = max(2 * shape.broker_groups, shape.events * len(steps) // shape.snapshots)
+    span = Shape(**{**shape.__dict__, "snapshots": len(steps), "events": events})
+    rest = {
+        tables.QUEUE_STATS: _queue_stats(shape, now_ms, steps),
         tables.SEGMENT_STATS: _segment_stats(shape, now_ms),
-        tables.EVENTS: _events(shape, now_ms, rng),
+        tables.EVENTS: _events(span, now_ms, rng, first_index=from_step * shape.events),
     }
-    counts = {}
-    for table, data in built.items():
+    for table, data in rest.items():
         (directory / table).mkdir(parents=True, exist_ok=True)
-        pq.write_table(data, directory / table / "part-0.parquet")
+        pq.write_table(data, directory / table / f"part-{from_step:07d}.parquet")
         counts[table] = data.num_rows
     return counts

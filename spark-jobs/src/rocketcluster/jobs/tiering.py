@@ -244,7 +244,7 @@ def run_tiering(
     frames.spark_columns(segment_stats, tables.SEGMENT_STATS, "tiering")
     frames.spark_columns(queue_stats, tables.QUEUE_STATS, "tiering")
     seg = (
-        _spark_latest(segment_stats, now_ms)
+        latest_snapshots(segment_stats, now_ms)
         .dropna(subset=SLICE)
         .fillna(0, subset=["bytes", "messages"])
         .fillna(False, subset=["tiered"])
@@ -264,7 +264,7 @@ def run_tiering(
     segments = slices.groupBy("broker_group", "segment").agg(*sums)
     qkey = ["broker_group", "topic", "queue_id"]
     qstats = (
-        _spark_latest(queue_stats, now_ms)
+        latest_snapshots(queue_stats, now_ms)
         .groupBy(*qkey)
         .agg(F.max("tail_store_time").alias("tail"), F.max("last_read_time").alias("qread"))
     )
@@ -292,7 +292,7 @@ def run_tiering(
     return {tables.TIERING_CANDIDATES: young_left_out.coalesce(1).mapInPandas(rank, schema)}
 
 
-def _spark_latest(frame: DataFrame, now_ms: int) -> DataFrame:
+def latest_snapshots(frame: DataFrame, now_ms: int) -> DataFrame:
     """The rows of each broker group's newest snapshot at or before now."""
     from pyspark.sql import functions as F
 

@@ -69,8 +69,11 @@ def headline(
     summary: Mapping[str, Any],
     found: Sequence[Problem],
 ) -> str:
-    """Problems worst first, or a green all-healthy line for what was checked."""
+    """Problems worst first, or a green all-healthy line for what was checked; and
+    what the run could not read (a broker group's partitions, a controller's events),
+    so that nobody takes a partial report for a whole one."""
     notes = unchecked(results)
+    unread = [str(m) for m in (summary.get("meta") or {}).get("missing") or []]
     extra = []
     cands = table(results, TIERING_CANDIDATES)
     if cands.ready:
@@ -96,11 +99,19 @@ def headline(
         if not ran(results):
             title, cls = "Nothing checked", "headline"
             body = '<p class="unchecked">No job results in this run.</p>'
+        elif unread:
+            title, cls = "Healthy where read — some partitions could not be read", "headline"
+            what = f": {', '.join(checked)}" if checked else ""
+            body = f'<p class="unchecked">Healthy in what was read{h.esc(what)}.</p>'
         else:
             title, cls = "All healthy", "headline healthy"
             what = f": {', '.join(checked)}" if checked else ""
             body = f'<p class="allgood" data-healthy="1">✔ all healthy{h.esc(what)}</p>'
-    tail = "".join(f'<p class="unchecked">{h.esc(n)}</p>' for n in notes)
+    tail = "".join(
+        f'<p class="unchecked" data-missing="1">Not read (retried, then left out): {h.esc(m)}</p>'
+        for m in unread
+    )
+    tail += "".join(f'<p class="unchecked">{h.esc(n)}</p>' for n in notes)
     tail += "".join(f'<p class="extra">{h.esc(e)}</p>' for e in extra)
     return (
         f'<div class="{cls}" id="headline" data-section="headline">'
