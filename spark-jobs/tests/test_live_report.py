@@ -274,6 +274,7 @@ def test_the_report_tells_slow_stopped_and_failover_apart(
     assert again["status"].to_dict() == groups["status"].to_dict()
 
 
+@pytest.mark.timeout(900)  # ~90 s idle: three cold JVMs; several times that in a full suite
 def test_a_standalone_cluster_gives_the_same_report(
     scenario: tuple[Cluster, dict[str, float]], local_run: RunOutcome, tmp_path: Path
 ) -> None:
@@ -291,7 +292,7 @@ def test_a_standalone_cluster_gives_the_same_report(
         command += ["--now", str(int(marks["end"] * 1000))]
         for url in _controllers(cluster):
             command += ["--controller", url]
-        done = subprocess.run(command, capture_output=True, timeout=600, check=False)
+        done = subprocess.run(command, capture_output=True, timeout=840, check=False)
         assert done.returncode == 0, done.stderr.decode()[-3000:]
         # The work ran on the workers: each started an executor for the application.
         apps = spark_cluster.master_state()["completedapps"]
