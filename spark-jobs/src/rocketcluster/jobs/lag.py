@@ -445,14 +445,6 @@ def _by_status(status: pd.Series) -> dict[str, int]:
 
 # The columns of a queue's window kept between runs (history.py): its points as
 # :func:`_prepare` makes them, and since when its committed offset has held.
-TAIL_COLUMNS: Final = [
-    *KEY,
-    "time",
-    *_MERGED,
-    "lag_messages",
-    "lag_ms",
-    "since",
-]
 TAIL_SCHEMA: Final = (
     "broker_group string, consumer_group string, topic string, queue_id int, time long, "
     "committed_offset long, min_offset long, max_offset long, committed_store_time long, "
@@ -488,19 +480,17 @@ def lag_tables(
     prior_tails: DataFrame | None = None,
     window_start_ms: int | None = None,
 ) -> dict[str, DataFrame]:
-    """The lag tables of the snapshots ``consumer_stats``, continuing the windows
-    ``prior_tails`` (a previous run's LAG_TAILS) when given. LAG_POINTS: every new
-    snapshot row's lag (what :func:`run_lag` returns; the pipeline plots
-    :data:`LAG_SUMS` instead). LAG_TAILS: each queue's last ``window_points`` points
-    with ``since``, for the next run. LAG_SUMS: per consumer group, broker group, broker
-    and snapshot time, the sums over its queues (the plot's input, a few rows per
-    snapshot instead of one per queue).
+    """LAG_QUEUES and LAG_GROUPS of the snapshots ``consumer_stats``, continuing the
+    windows ``prior_tails`` (a previous run's LAG_TAILS) when given. LAG_TAILS: each
+    queue's last ``window_points`` points with ``since``, for the next run. LAG_SUMS:
+    per consumer group, broker group, broker and snapshot time, the sums over its
+    queues (the plot's input, a few rows per snapshot instead of one per queue).
 
-    Every per-snapshot step is Spark SQL. The one shuffle of every row carries numbers
-    only: a queue travels as a 64-bit hash of its four key columns (two of 100 million
-    queues share one with odds of about 3e-4), its names joined back to its last points
-    alone. That shuffle merges a queue's duplicates at one time, finds since when its
-    offset has held (a window over its points) and keeps its last points; only those
+    Every per-snapshot step is Spark SQL, and a queue travels as a 64-bit hash of its
+    four key columns (two of 100 million queues share one with odds of about 3e-4), its
+    names joined back to its last points alone. A whole window is read without a
+    shuffle (:func:`_history_points`); a run continuing another merges the new rows
+    with the prior windows in one small shuffle (:func:`_last_points`). Only the windows
     (``window_points`` rows a queue, whatever the history's length) reach Python, where
     the pure rules judge them a bucket of queues at a time. An offset that has held
     since before the report's window counts from the window's start."""
@@ -537,12 +527,12 @@ def lag_tables(
         .groupBy(frames.BUCKET_COLUMN)
         .applyInPandas(_groups_bucket, schema=tables.RESULT_SCHEMAS[tables.LAG_GROUPS])
     )
-    with_lag = clean.select("*", *_lag_columns())
-    sums = with_lag.groupBy("consumer_group", "broker_group", "broker_id", "time").agg(
-        *((F.max if c == "lag_ms" else F.sum)(c).alias(c) for c in PLOTTED)
+    sums = (
+        clean.select("*", *_lag_columns())
+        .groupBy("consumer_group", "broker_group", "broker_id", "time")
+        .agg(*((F.max if c == "lag_ms" else F.sum)(c).alias(c) for c in PLOTTED))
     )
     return {
-        tables.LAG_POINTS: with_lag.select(*frames.result_columns(tables.LAG_POINTS)),
         tables.LAG_QUEUES: queues,
         tables.LAG_GROUPS: groups,
         LAG_TAILS: tails,
@@ -729,7 +719,7 @@ def _lag_columns() -> list[Column]:
 
 def spark_points(consumer_stats: DataFrame, now_ms: int) -> DataFrame:
     """The per-row part in Spark SQL: clean rows, merge a queue's duplicates at one
-    time, lag in messages and in time; TAIL_COLUMNS without ``since``."""
+    time, lag in messages and in time."""
     from pyspark.sql import functions as F
 
     deduped = (

@@ -183,41 +183,25 @@ def _time_range(inputs: Mapping[str, DataFrame]) -> tuple[int | None, int | None
 def write_by_day(frame: pd.DataFrame, directory: Path, table: str) -> None:
     """A result that spans days, already on the driver, as a Parquet dataset
     partitioned by the UTC day of its ``time`` (``day=YYYY-MM-DD/``)."""
+    import pandas as pd
+
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    stamps = pd.to_datetime(frame["time"].astype("int64"), unit="ms", utc=True)
+    days = stamps.dt.strftime("%Y-%m-%d")
+    for day in sorted(set(days)):
+        write_result(frame[days == day], directory / f"{DAY_COLUMN}={day}", table)
+
+
+def write_result(frame: pd.DataFrame, directory: Path, table: str) -> None:
+    """A small result, already on the driver, as a Parquet dataset of one file with
+    the table's Spark types (what ``frame.write.parquet`` would give, without a job)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     schema = tables.arrow_schema(tables.RESULT_SCHEMAS[table])
-    days = pd_days(frame["time"])
-    for day in sorted(set(days)):
-        part = frame[days == day]
-        arrow = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
-        (directory / f"{DAY_COLUMN}={day}").mkdir()
-        pq.write_table(arrow, directory / f"{DAY_COLUMN}={day}" / "part-00000.parquet")
-
-
-def pd_days(times: pd.Series) -> Any:
-    """The UTC day (YYYY-MM-DD) of each epoch-ms time, as a numpy array."""
-    import pandas as pd
-
-    return (
-        pd.to_datetime(times.astype("int64"), unit="ms", utc=True)
-        .dt.strftime("%Y-%m-%d")
-        .to_numpy()
-    )
-
-
-def write_result(frame: pd.DataFrame, directory: Path, table: str = "", *, ddl: str = "") -> None:
-    """A small result, already on the driver, as a Parquet dataset of one file with
-    the Spark types of result ``table`` (or of ``ddl``): what ``frame.write.parquet``
-    would give, without a job."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
-    schema = tables.arrow_schema(ddl or tables.RESULT_SCHEMAS[table])
     arrow = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
     pq.write_table(arrow, directory / "part-00000.parquet")
 
