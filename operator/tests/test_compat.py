@@ -197,6 +197,23 @@ def test_a_number_of_front_processes_waits_for_every_broker_of_its_group() -> No
     assert render_cluster(cluster, RenderContext(features=opened)) == today
 
 
+def test_delete_oldest_waits_for_every_broker_of_its_group() -> None:
+    data = _cluster("auto").model_dump(mode="json", by_alias=True)
+    data["spec"]["brokers"]["diskFull"] = "deleteOldest"
+    cluster = RocketCluster.model_validate(data)
+    one_old = gate(_reports((NEW, NEW, NEW), prod_broker_0=(NEW, OLD, NEW)), None)
+    held_sts, held_cm = _group_objects(render_cluster(cluster, RenderContext(one_old)), G0)
+    # Left out, as for a cluster that never asked: what the previous release reads.
+    assert all("diskFull" not in c for c in _configs(held_cm))
+    plain_sts, _ = _group_objects(render_cluster(_cluster("auto")), G0)
+    assert _hash(held_sts) == _hash(plain_sts)
+    _, today_cm = _group_objects(render_cluster(cluster), G0)
+    assert all(c["diskFull"] == "deleteOldest" for c in _configs(today_cm))
+    # The other group, all on this release, has it at once.
+    _, other_cm = _group_objects(render_cluster(cluster, RenderContext(one_old)), G1)
+    assert all(c["diskFull"] == "deleteOldest" for c in _configs(other_cm))
+
+
 def test_trace_in_a_group_s_bootstrap_config_waits_and_changes_no_pod_hash() -> None:
     cluster = _cluster("auto", trace="all")
     old_group = gate(_reports((NEW, NEW, NEW), prod_broker_0=(OLD, OLD, OLD)), None)

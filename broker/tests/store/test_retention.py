@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocketcluster.broker.store import GetStatus, MessageStore
+from rocketcluster.broker.store import DiskFullPolicy, GetStatus, MessageStore
 from rocketcluster.broker.store.housekeeping import RETENTION_PAGE
 from rocketcluster.broker.store.retention import DeleteReason, SegmentInfo, plan_retention
 
@@ -115,7 +115,7 @@ async def test_store_retention_moves_queue_minimums_and_forgets_index(store_dir:
 
 
 async def test_store_size_ceiling(store_dir: Path) -> None:
-    cfg = small_config(store_dir, max_store_bytes=4 * 8192)
+    cfg = small_config(store_dir, max_store_bytes=4 * 8192, disk_full=DiskFullPolicy.DELETE_OLDEST)
     store = await MessageStore.open(cfg)
     try:
         for i in range(150):
@@ -192,5 +192,175 @@ async def test_the_periodic_run_serves_the_event_loop_between_pages_of_queues(
     store = await MessageStore.open(cfg)
     try:
         assert {q: store.queue_offsets("orders", q) for q in range(queues)} == expected
+    finally:
+        await store.close()
+
+
+# -- the disk-full policy: what consumer groups still need -----------------------------
+
+
+def test_reject_keeps_what_consumers_need_but_not_what_expired() -> None:
+    now = 1e9
+    segs = infos(6, [30, 20, 5, 4, 3, 1], now)  # two expired
+    full: dict[str, Any] = {"disk_used_ratio": 0.99, "disk_max_used_ratio": 0.75}
+    # deleteOldest: the disk ratio takes young segments too (0.24 * 10,000 / 100).
+    assert plan(segs, now, **full) == (5, (DeleteReason.EXPIRED, DeleteReason.DISK_RATIO))
+    # reject, consumers need from offset 250 (inside the third segment): the expired two
+    # go, nothing a consumer needs does, and the kept ones are counted.
+    decision = plan_retention(
+        segs,
+        now=now,
+        retention_hours=10.0,
+        flushed_offset=10**9,
+        segment_size=100,
+        disk_total_bytes=10_000,
+        max_store_bytes=None,
+        needed_from=250,
+        **full,
+    )
+    assert decision.delete_count == 2
+    assert decision.reasons == (DeleteReason.EXPIRED,)
+    assert decision.held_for_consumers == 3
+    # Consumers need nothing below 400: the disk ratio may take the third and fourth.
+    decision = plan_retention(
+        segs,
+        now=now,
+        retention_hours=10.0,
+        flushed_offset=10**9,
+        segment_size=100,
+        disk_total_bytes=10_000,
+        max_store_bytes=None,
+        needed_from=400,
+        **full,
+    )
+    assert (decision.delete_count, decision.held_for_consumers) == (4, 1)
+    assert DeleteReason.DISK_RATIO in decision.reasons
+    # Expired segments go even when a consumer needs them: retention time is the promise.
+    decision = plan_retention(
+        segs,
+        now=now,
+        retention_hours=10.0,
+        flushed_offset=10**9,
+        segment_size=100,
+        disk_total_bytes=10_000,
+        max_store_bytes=None,
+        needed_from=0,
+        **full,
+    )
+    assert (decision.delete_count, decision.reasons) == (2, (DeleteReason.EXPIRED,))
+
+
+def test_reject_and_the_tier_hold_together() -> None:
+    now = 1e9
+    segs = infos(6, [1, 1, 1, 1, 1, 1], now)
+    args: dict[str, Any] = {
+        "now": now,
+        "retention_hours": 10.0,
+        "flushed_offset": 10**9,
+        "disk_used_ratio": 0.99,
+        "disk_max_used_ratio": 0.75,
+        "segment_size": 100,
+        "disk_total_bytes": 10_000,
+        "max_store_bytes": None,
+    }
+    # The tier holds from 300, consumers from 200: the smaller bound wins; each counts
+    # what it alone held back.
+    decision = plan_retention(segs, held_from=300, needed_from=200, **args)
+    assert decision.delete_count == 2
+    assert decision.held_by_tier == 2  # the disk wanted 5, the tier allows 3
+    assert decision.held_for_consumers == 1  # the tier allows 3, consumers 2
+    decision = plan_retention(segs, held_from=200, needed_from=300, **args)
+    assert (decision.delete_count, decision.held_for_consumers) == (2, 0)
+
+
+def test_store_size_ceiling_respects_consumers_under_reject() -> None:
+    now = 1e9
+    segs = infos(6, [1] * 6, now)
+    args: dict[str, Any] = {
+        "now": now,
+        "retention_hours": 10.0,
+        "flushed_offset": 10**9,
+        "disk_used_ratio": 0.1,
+        "disk_max_used_ratio": 0.75,
+        "segment_size": 100,
+        "disk_total_bytes": 10_000,
+        "max_store_bytes": 200,
+    }
+    assert plan_retention(segs, **args).delete_count == 4
+    decision = plan_retention(segs, needed_from=100, **args)
+    assert (decision.delete_count, decision.held_for_consumers) == (1, 3)
+    assert decision.reasons == (DeleteReason.STORE_SIZE,)
+
+
+async def test_reject_deletes_only_what_every_group_consumed(store_dir: Path) -> None:
+    """A store over its size ceiling under reject: nothing goes while a queue nobody
+    read holds the head; once each group known on each queue has consumed past a
+    segment, that segment may go — and nothing is counted as deleted unconsumed."""
+    cfg = small_config(store_dir, max_store_bytes=3 * 8192)
+    store = await MessageStore.open(cfg)
+    try:
+        for i in range(120):  # 3 queues of 40, about a segment per 25 messages
+            await store.put(message(i, size=300))
+        await store.checkpoint()
+        segments = len(store.commitlog.segments)
+        assert segments > 4
+        decision = store.apply_retention()
+        assert decision.delete_count == 0 and decision.held_for_consumers > 0
+        assert store.retention_held_for_consumers == decision.held_for_consumers
+        # Group a consumed queues 0 and 1 to 30, queue 2 not at all: queue 2 needs
+        # everything (a group known on the topic starts it at the earliest message).
+        for qid in (0, 1):
+            store.metadata.commit_offset("a", "orders", qid, 30)
+        assert store.apply_retention().delete_count == 0
+        store.metadata.commit_offset("a", "orders", 2, 30)
+        # Group b, known on queue 0 only, needs queues 1 and 2 from their start.
+        store.metadata.commit_offset("b", "orders", 0, 35)
+        assert store.apply_retention().delete_count == 0
+        for qid in (1, 2):
+            store.metadata.commit_offset("b", "orders", qid, 35)
+        # Group c has a consumer subscribed to the topic but no offset yet: it will
+        # start at the earliest message, so it needs every one.
+        store.subscribers = lambda: {"orders": {"c"}, "other": {"d"}}
+        assert store.apply_retention().delete_count == 0
+        store.subscribers = dict
+        assert store.apply_retention().delete_count > 0
+        # Everything left begins at or below what the slowest group needs (offset 30).
+        for qid in range(3):
+            lo, hi = store.queue_offsets("orders", qid)
+            assert lo <= 30 < hi
+            got = store.get_messages("orders", qid, 30, 1)
+            assert got.status is GetStatus.FOUND
+        assert store.deleted_unconsumed_messages == 0
+        # Bookkeeping topics the broker names hold nothing.
+        store.bookkeeping_topics = frozenset({"journal"})
+        await store.put(message(999, topic="journal", queues=1))
+        for qid in range(3):
+            for group in ("a", "b"):
+                store.metadata.commit_offset(group, "orders", qid, 40)
+        await store.checkpoint()
+        store.apply_retention()
+        assert len(store.commitlog.segments) <= 4
+        assert store.deleted_unconsumed_messages == 0
+    finally:
+        await store.close()
+
+
+async def test_delete_oldest_counts_exactly_what_was_deleted_unread(store_dir: Path) -> None:
+    cfg = small_config(store_dir, max_store_bytes=3 * 8192, disk_full=DiskFullPolicy.DELETE_OLDEST)
+    store = await MessageStore.open(cfg)
+    try:
+        for i in range(120):
+            await store.put(message(i, size=300))
+        store.metadata.commit_offset("a", "orders", 0, 10)  # read 10 of queue 0 only
+        await store.checkpoint()
+        before = {q: store.queue_offsets("orders", q)[0] for q in range(3)}
+        decision = store.apply_retention()
+        assert decision.delete_count > 0 and decision.held_for_consumers == 0
+        after = {q: store.queue_offsets("orders", q)[0] for q in range(3)}
+        removed = {q: after[q] - before[q] for q in range(3)}
+        assert all(removed.values()), removed
+        # Queue 0: group a had read 10 of them; queues 1 and 2: nobody read any.
+        expected = max(0, removed[0] - 10) + removed[1] + removed[2]
+        assert store.deleted_unconsumed_messages == expected
     finally:
         await store.close()

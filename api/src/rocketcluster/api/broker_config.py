@@ -12,7 +12,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from rocketcluster.api.auth import AuthProcessConfig
-from rocketcluster.api.cluster import FlushPolicy, FrontProcesses, ReplicationSpec
+from rocketcluster.api.cluster import (
+    DiskFullPolicy,
+    FlushPolicy,
+    FrontProcesses,
+    ReplicationSpec,
+)
 from rocketcluster.api.limits import ClientLimits
 from rocketcluster.api.stats import DEFAULT_STATS_INTERVAL_SECONDS
 from rocketcluster.api.tiered_spec import TieredBackend, TieredStorageSpec
@@ -147,6 +152,11 @@ class BrokerProcessConfig(BaseModel):
     # deletes the messages they audit.
     disk_max_used_ratio: float | None = Field(default=None, gt=0, le=1)
     disk_full_ratio: float | None = Field(default=None, gt=0, le=1)
+    # spec.brokers.diskFull. Written only when not "reject": a broker of the previous
+    # release (which forbids fields it does not know) still reads the config.
+    disk_full: DiskFullPolicy = Field(
+        default=DiskFullPolicy.REJECT, exclude_if=lambda v: v == DiskFullPolicy.REJECT
+    )
     # How often the master appends a stats snapshot to the stats topic (api/stats.py);
     # 0 turns publishing off. Tests and local clusters shorten it (e.g. 1.0).
     stats_interval_seconds: float = Field(default=DEFAULT_STATS_INTERVAL_SECONDS, ge=0)

@@ -97,6 +97,13 @@ class FlushPolicy(StrEnum):
     ASYNC = "async"
 
 
+class DiskFullPolicy(StrEnum):
+    """What a broker does when its disk fills (the store's DiskFullPolicy)."""
+
+    REJECT = "reject"
+    DELETE_OLDEST = "deleteOldest"
+
+
 _BROKER_RULES: JsonValue = [
     {
         "rule": "self.replication.inSyncReplicas <= self.replicas",
@@ -120,6 +127,16 @@ class BrokersSpec(_Model):
     flush: FlushPolicy = FlushPolicy.ASYNC
     max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=1, le=64 * 1024 * 1024)
     retention_hours: float = Field(default=72.0, gt=0)
+    disk_full: DiskFullPolicy = Field(
+        default=DiskFullPolicy.REJECT,
+        description=(
+            "when the disk fills: reject refuses new messages (a TOO_MANY_REQUESTS "
+            "'no space left' error) and never deletes, before retentionHours, messages "
+            "a consumer group has not consumed — writes resume when space returns; "
+            "deleteOldest deletes the oldest messages, consumed or not, to go on "
+            "accepting writes (RocketMQ's forcible clean)"
+        ),
+    )
     auto_create_topics: bool = False
     stats_interval_seconds: float = Field(
         default=DEFAULT_STATS_INTERVAL_SECONDS,

@@ -27,6 +27,9 @@ class Feature(StrEnum):
     TOPIC_TRACE = "topic-trace"
     # BrokerProcessConfig.frontProcesses as a number (older brokers refuse the field).
     FRONT_PROCESSES = "front-processes"
+    # BrokerProcessConfig.diskFull other than its default (older brokers refuse the
+    # field; they delete the oldest segments when full, as deleteOldest does).
+    DISK_FULL_POLICY = "disk-full-policy"
     # The process reports this list at all.
     FEATURES = "features"
 

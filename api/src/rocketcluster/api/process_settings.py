@@ -17,6 +17,7 @@ def broker_settings(cluster: RocketCluster) -> dict[str, Any]:
         "flush": brokers.flush,
         "max_message_bytes": brokers.max_message_bytes,
         "retention_hours": brokers.retention_hours,
+        "disk_full": brokers.disk_full,
         "auto_create_topics": brokers.auto_create_topics,
         "stats_interval_seconds": brokers.stats_interval_seconds,
         "replication": brokers.replication,

@@ -226,6 +226,23 @@ def register_store_metrics(metrics: BrokerMetrics, store: MessageStore) -> None:
         "Commit-log bytes removed by retention",
         lambda: one(float(store.retention_deleted_bytes)),
     )
+    metrics.counter(
+        "rocketmq_storage_deleted_unconsumed_messages_total",
+        "Messages retention removed that no consumer group had consumed (expired, or "
+        "forced out of a full disk with diskFull: deleteOldest)",
+        lambda: one(float(store.deleted_unconsumed_messages)),
+    )
+    metrics.gauge(
+        "rocketmq_storage_retention_held_for_consumers_segments",
+        "Commit-log segments the disk's fill level would delete but retention keeps "
+        "because consumer groups have not consumed them (diskFull: reject)",
+        lambda: one(float(store.retention_held_for_consumers)),
+    )
+    metrics.gauge(
+        "rocketmq_storage_disk_full_ratio",
+        "Fill ratio of the store's volume above which the broker refuses new messages",
+        lambda: one(float(store.config.disk_full_ratio)),
+    )
     metrics.gauge(
         "rocketmq_storage_retention_seconds",
         "Configured retention of the commit log, in seconds",

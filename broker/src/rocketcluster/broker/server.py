@@ -39,7 +39,7 @@ from rocketcluster.broker.messaging.consume_service import ConsumeServicer
 from rocketcluster.broker.messaging.runtime import MessagingRuntime
 from rocketcluster.broker.messaging.service import MessagingServicer
 from rocketcluster.broker.metrics import BrokerMetrics
-from rocketcluster.broker.store import FlushMode, MessageStore, StoreConfig
+from rocketcluster.broker.store import DiskFullPolicy, FlushMode, MessageStore, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ def store_config(config: BrokerProcessConfig) -> StoreConfig:
         "flush": FlushMode(config.flush.value),
         "max_message_bytes": config.max_message_bytes,
         "retention_hours": config.retention_hours,
+        "disk_full": DiskFullPolicy(config.disk_full.value),
     }
     tiered = config.tiered_storage
     if tiered.enabled and tiered.local_retention_hours is not None:

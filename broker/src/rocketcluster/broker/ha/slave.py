@@ -22,7 +22,7 @@ from rocketcluster.api.generated.ha_pb2_grpc import HAServiceStub
 from rocketcluster.api.tls import ClientTls, grpc_channel
 from rocketcluster.broker.ha.epoch import EpochFileCache
 from rocketcluster.broker.ha.protocol import ReplicationProtocolError, data_problem, plan_alignment
-from rocketcluster.broker.store import MessageStore
+from rocketcluster.broker.store import DiskFullError, MessageStore
 from rocketcluster.broker.store.replica import append_replicated, reset_to, truncate_to
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ CHANNEL_OPTIONS = [
 ]
 IDLE_TIMEOUT_S = 5.0
 RETRY_S = 0.2
+DISK_POLL_S = 1.0  # how often a slave whose disk is full looks for room again
 STOP_RECANCEL_S = 0.5
 
 
@@ -64,6 +65,10 @@ class HASlave:
         self.connected = False
         self.received_bytes = 0
         self.master_max_offset = 0
+        # Set while this slave's disk has no room for what the master sends: it stays
+        # disconnected (acks nothing it did not store, so the master drops it from the
+        # SyncStateSet after maxTimeNotCatchup) and reconnects once there is room.
+        self.disk_full: DiskFullError | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="ha-slave")
@@ -88,6 +93,10 @@ class HASlave:
                 await self._replicate()
             except asyncio.CancelledError:
                 raise
+            except DiskFullError as exc:
+                self.connected = False
+                await self._wait_for_room(exc)
+                continue
             except grpc.aio.AioRpcError as exc:
                 log.info("replication from %s broke: %s", self.master_address, exc.code().name)
             except (ConnectionError, TimeoutError, ReplicationProtocolError) as exc:
@@ -97,6 +106,26 @@ class HASlave:
             self.connected = False
             if not self._stopping:
                 await asyncio.sleep(RETRY_S)
+
+    async def _wait_for_room(self, exc: DiskFullError) -> None:
+        """The disk is full: nothing more is stored nor acknowledged until it has room
+        for what failed; then replication reconnects and catches up from where the log
+        ends."""
+        self.disk_full = exc
+        log.warning(
+            "replication from %s paused: %s; resuming when the disk has room",
+            self.master_address,
+            exc,
+        )
+        store = self.store
+        while not self._stopping:
+            await asyncio.sleep(DISK_POLL_S)
+            store.refresh_disk_usage()
+            space = store.disk_space()
+            if space is not None and space[0] >= exc.needed:
+                break
+        self.disk_full = None
+        log.info("replication from %s resumes: the disk has room again", self.master_address)
 
     async def _replicate(self) -> None:
         async with grpc_channel(self.master_address, self.tls, CHANNEL_OPTIONS) as channel:

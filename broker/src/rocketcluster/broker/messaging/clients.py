@@ -48,6 +48,16 @@ class ClientRegistry:
     def get(self, client_id: str) -> ClientSession | None:
         return self._sessions.get(client_id)
 
+    def subscribers(self) -> dict[str, set[str]]:
+        """topic -> the consumer groups whose connected consumers subscribe to it
+        (retention keeps what they have not consumed: store/consumption.py)."""
+        found: dict[str, set[str]] = {}
+        for session in self._sessions.values():
+            if session.group:
+                for topic in session.subscriptions:
+                    found.setdefault(topic, set()).add(session.group)
+        return found
+
     def open_stream(self, client_id: str, address: str = "") -> asyncio.Queue[spb.TelemetryCommand]:
         session = self.touch(client_id)
         session.outbox = asyncio.Queue()

@@ -111,7 +111,11 @@ _PUT_CODES = {
     PutStatus.CREATE_MAPPED_FILE_FAILED: pb.Code.INTERNAL_SERVER_ERROR,
     PutStatus.MESSAGE_ILLEGAL: pb.Code.BAD_REQUEST,
     PutStatus.PROPERTIES_SIZE_EXCEEDED: pb.Code.MESSAGE_PROPERTIES_TOO_LARGE,
-    PutStatus.DISK_FULL: pb.Code.INTERNAL_SERVER_ERROR,
+    # TOO_MANY_REQUESTS: the official clients treat it as "back off" — the Java producer
+    # retries after its backoff delay instead of at once, the Python one gives up at
+    # once (no immediate retries hammering a full disk) — and the message says why.
+    # INTERNAL_SERVER_ERROR made both retry at once and reported a broken broker.
+    PutStatus.DISK_FULL: pb.Code.TOO_MANY_REQUESTS,
     PutStatus.UNKNOWN_ERROR: pb.Code.INTERNAL_ERROR,
 }
 

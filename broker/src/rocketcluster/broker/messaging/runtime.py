@@ -19,6 +19,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.names import dlq_topic
+from rocketcluster.api.stats import STATS_TOPIC
 from rocketcluster.api.tls import ClientTls
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.broker.ha.forward import Forwarder
@@ -71,6 +72,9 @@ class MessagingRuntime:
     ) -> None:
         self.config = config
         self.store = store
+        # Records of these topics keep the broker's own state: retention does not keep
+        # them for consumer groups nor count them as deleted unconsumed.
+        store.bookkeeping_topics = frozenset({JOURNAL_TOPIC, TRACE_TOPIC, STATS_TOPIC})
         self.metrics = metrics
         self.tuning = config.messaging
         self.store_host = config.client_endpoint
@@ -82,6 +86,7 @@ class MessagingRuntime:
         self.notifier = ArrivalNotifier()
         store.add_dispatch_listener(self._dispatched)
         self.clients = ClientRegistry(self.tuning.client_expiry_ms / 1000)
+        store.subscribers = self.clients.subscribers
         self.filters = FilterCache()
         self.send = SendService(
             store,
@@ -313,7 +318,8 @@ class MessagingRuntime:
         refusal = gate.refuse_write() if gate is not None else None
         if refusal:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=refusal)
-        result = await self.store.put_batch(records)
+        # Bookkeeping may use the room above the disk-full ceiling: acks go on.
+        result = await self.store.put_batch(records, bookkeeping=True)
         if result.ok and gate is not None:
             last = result.records[-1]
             replicated = await gate.wait_replicated(last.physical_offset + last.size)

@@ -1,7 +1,7 @@
 """The broker's durable store: commit log, consume queues, index, metadata."""
 
 from rocketcluster.broker.store.commitlog import AppendedRecord, CommitLog
-from rocketcluster.broker.store.config import FlushMode, StoreConfig
+from rocketcluster.broker.store.config import DiskFullPolicy, FlushMode, StoreConfig
 from rocketcluster.broker.store.errors import (
     CorruptRecordError,
     DiskFullError,
@@ -25,6 +25,7 @@ __all__ = [
     "CommitLog",
     "CorruptRecordError",
     "DiskFullError",
+    "DiskFullPolicy",
     "FlushMode",
     "GetResult",
     "GetStatus",

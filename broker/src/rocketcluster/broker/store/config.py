@@ -21,6 +21,19 @@ class FlushMode(StrEnum):
     ASYNC = "async"
 
 
+class DiskFullPolicy(StrEnum):
+    """What retention may do when the disk passes ``disk_max_used_ratio``.
+
+    ``reject``: delete only segments whose retention time is over, or whose every
+    message each consumer group has consumed (retention.py); when that is not enough,
+    writes are refused above ``disk_full_ratio`` until space returns (Kafka's way).
+    ``deleteOldest``: delete the oldest segments, consumed or not (RocketMQ's forcible
+    clean)."""
+
+    REJECT = "reject"
+    DELETE_OLDEST = "deleteOldest"
+
+
 class StoreConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -37,6 +50,7 @@ class StoreConfig(BaseModel):
     # the commit log is larger than max_store_bytes (RocketMQ's diskMaxUsedSpaceRatio).
     disk_max_used_ratio: float = Field(default=0.75, gt=0, le=1)
     max_store_bytes: int | None = Field(default=None, ge=1)
+    disk_full: DiskFullPolicy = DiskFullPolicy.REJECT
     # Writes are refused (DISK_FULL) while the disk is fuller than this ratio.
     disk_full_ratio: float = Field(default=0.95, gt=0, le=1)
     retention_interval_ms: int = Field(default=10_000, ge=10)

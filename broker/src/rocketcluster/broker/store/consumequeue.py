@@ -404,6 +404,11 @@ class ConsumeQueue:
     def last_entry(self) -> CqEntry | None:
         return self.get(self.max_index - 1)
 
+    def first_index_at_or_after(self, physical_offset: int) -> int:
+        """The first index whose entry lies at or after ``physical_offset`` (retention
+        counts what it removes unread by it)."""
+        return self._first_index_at_or_after(physical_offset)
+
     def _first_index_at_or_after(self, physical_offset: int) -> int:
         """Entries are ordered by commit-log offset: binary search over the indexes."""
         lo, hi = self.min_index, self.max_index

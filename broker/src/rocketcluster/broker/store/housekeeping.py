@@ -20,13 +20,15 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
 from rocketcluster.api.tasks import cancel_and_wait
 from rocketcluster.broker.store.commitlog import CommitLog
-from rocketcluster.broker.store.config import StoreConfig
-from rocketcluster.broker.store.consumequeue import ConsumeQueueTable
+from rocketcluster.broker.store.config import DiskFullPolicy, StoreConfig
+from rocketcluster.broker.store.consumequeue import ConsumeQueueTable, Edges
+from rocketcluster.broker.store.consumption import needed_from, unconsumed_below
+from rocketcluster.broker.store.errors import DiskFullError
 from rocketcluster.broker.store.index import IndexService
 from rocketcluster.broker.store.metadata import MetadataStore
 from rocketcluster.broker.store.retention import RetentionDecision, SegmentInfo, plan_retention
@@ -64,6 +66,10 @@ class HousekeptStore(Protocol):
     def retry_stalled_dispatch(self) -> None: ...
     @property
     def tier(self) -> TierView | None: ...
+    @property
+    def bookkeeping_topics(self) -> frozenset[str]: ...
+    @property
+    def subscribers(self) -> Callable[[], Mapping[str, set[str]]]: ...
     def write_checkpoint(self, *, clean: bool, logics: int | None = None) -> None: ...
 
 
@@ -79,6 +85,9 @@ class Housekeeping:
         self.deleted_segments = 0
         self.deleted_bytes = 0  # commit-log bytes retention removed since the start
         self.held_by_tier = 0  # segments the last run kept because they are not uploaded
+        self.held_for_consumers = 0  # segments the last run kept for consumers (reject)
+        self.deleted_unconsumed = 0  # messages removed that no consumer group had read
+        self._disk_full = False  # the last tick failed for want of disk space
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="store-housekeeping")
@@ -114,8 +123,15 @@ class Housekeeping:
                 if now - self._last_retention >= cfg.retention_interval_ms / 1000:
                     self._last_retention = now
                     await self.apply_retention_paced()
+                self._disk_full = False
             except asyncio.CancelledError:
                 raise
+            except DiskFullError as exc:
+                # Consume queues, offsets and the checkpoint stay in memory and are
+                # written once there is room: say so once, not a traceback a tick.
+                if not self._disk_full:
+                    log.warning("store housekeeping waits for disk space: %s", exc)
+                self._disk_full = True
             except Exception:
                 log.exception("store housekeeping failed; retrying next tick")
 
@@ -149,7 +165,10 @@ class Housekeeping:
         """Apply the retention policy now, all at once (the admin API's run)."""
         decision, new_min, removed = self._remove_segments(now)
         if new_min is not None:
-            self._store.queues.delete_before_physical(new_min)
+            queues = self._store.queues
+            edges = queues.edges()
+            self._count_unconsumed(new_min, edges)
+            queues.delete_before_physical(new_min, edges)
             self._after_queues(decision, new_min, removed)
         return decision
 
@@ -167,6 +186,7 @@ class Housekeeping:
         edges = await self._off_loop(lambda: queues.edges(own_connection=True))
         if edges is None:
             return decision  # closing: recovery forgets what is below the log's start
+        self._count_unconsumed(new_min, edges)
         every = list(queues)
         cuts: list[tuple[int, int]] = []
         for start in range(0, len(every), RETENTION_PAGE):
@@ -192,6 +212,24 @@ class Housekeeping:
                 continue
             infos.append(SegmentInfo(seg.base, seg.end, mtime))
         tier = store.tier
+        needed = None
+        if (
+            tier is None
+            and cfg.disk_full is DiskFullPolicy.REJECT
+            and (store.disk_used_ratio > cfg.disk_max_used_ratio or cfg.max_store_bytes is not None)
+        ):
+            # Space-driven deletion may be due: keep what consumer groups still need
+            # (the walk over every queue only when the disk or the store is too full).
+            # With a tier, held_from keeps what it lacks and consumers read the rest
+            # from it: nothing they need is lost.
+            needed = needed_from(
+                store.queues,
+                store.metadata.all_offsets(),
+                store.bookkeeping_topics,
+                store.subscribers(),
+            )
+            if needed is None:
+                needed = clog.write_offset  # every queue is consumed to its end
         decision = plan_retention(
             infos,
             now=time.time() if now is None else now,
@@ -203,6 +241,7 @@ class Housekeeping:
             disk_total_bytes=store.disk_total_bytes,
             max_store_bytes=cfg.max_store_bytes,
             held_from=None if tier is None else tier.held_from(),
+            needed_from=needed,
         )
         self.last_retention = decision
         if decision.held_by_tier and not self.held_by_tier:
@@ -211,12 +250,45 @@ class Housekeeping:
                 decision.held_by_tier,
             )
         self.held_by_tier = decision.held_by_tier
+        if decision.held_for_consumers and not self.held_for_consumers:
+            log.warning(
+                "retention keeps %d segment(s) consumer groups have not consumed although "
+                "the disk (%.0f%% full) or the store is over its ceiling (diskFull: reject): "
+                "writes are refused above %.0f%%",
+                decision.held_for_consumers,
+                store.disk_used_ratio * 100,
+                cfg.disk_full_ratio * 100,
+            )
+        self.held_for_consumers = decision.held_for_consumers
         if not decision.delete_count:
             return decision, None, 0
         removed = clog.delete_head_segments(decision.delete_count)
         self.deleted_segments += len(removed)
         self.deleted_bytes += sum(seg.size for seg in removed)
         return decision, clog.min_offset, len(removed)
+
+    def _count_unconsumed(self, new_min: int, edges: Edges) -> None:
+        """Count the messages below the log's new start no consumer group had read
+        (the queues still hold their entries: their cut comes next). With a tier they
+        are not lost: it has every one of them (held_from), and reads fall back to it."""
+        store = self._store
+        if store.tier is not None:
+            return
+        lost = unconsumed_below(
+            store.queues,
+            store.metadata.all_offsets(),
+            store.bookkeeping_topics,
+            new_min,
+            edges,
+            store.subscribers(),
+        )
+        if lost:
+            self.deleted_unconsumed += lost
+            log.warning(
+                "retention removed %d message(s) no consumer group had read (below %d)",
+                lost,
+                new_min,
+            )
 
     def _after_queues(self, decision: RetentionDecision, new_min: int, removed: int) -> None:
         """What follows the queues: the index's tables below the log (and the tier),

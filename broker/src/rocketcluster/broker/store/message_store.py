@@ -15,7 +15,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rocketcluster.api.names import topic_name_problem
@@ -101,6 +101,12 @@ class MessageStore:
         self.disk_used_ratio = 0.0
         self.disk_total_bytes = 0
         self.tier: TierView | None = None
+        # The broker's own bookkeeping topics (POP journal, traces, stats): retention
+        # neither keeps them for consumers nor counts them as deleted unconsumed.
+        self.bookkeeping_topics: frozenset[str] = frozenset()
+        # topic -> consumer groups subscribed to it now (the broker's live consumers):
+        # a subscribed group with no offset yet still needs the topic from its start.
+        self.subscribers: Callable[[], Mapping[str, set[str]]] = dict
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -222,14 +228,19 @@ class MessageStore:
     async def put(self, msg: MessageToStore) -> PutResult:
         return await self.put_batch((msg,))
 
-    async def put_batch(self, msgs: Sequence[MessageToStore]) -> PutResult:
+    async def put_batch(
+        self, msgs: Sequence[MessageToStore], *, bookkeeping: bool = False
+    ) -> PutResult:
         """Store ``msgs`` atomically (all or none) and return once the flush policy is
-        met. Expected failures are statuses, never exceptions."""
+        met. Expected failures are statuses, never exceptions. ``bookkeeping``: records
+        the broker makes to keep its own state (the POP journal, so acks go on while
+        the disk is full) may use the room above ``disk_full_ratio``; only a disk that
+        is really out of space refuses them."""
         if self.write_gate.closed:
             # Nothing may reach the log while a handover has it final; no await between
             # the passage and the append below, so the gate cannot close in between.
             await self.write_gate.passage()
-        refusal = self._refuse(msgs)
+        refusal = self._refuse(msgs, bookkeeping)
         if refusal is not None:
             return refusal
         stamp = int(time.time() * 1000)
@@ -237,7 +248,7 @@ class MessageStore:
             appended = self.commitlog.append(msgs, stamp, defer_write=self._defer_writes)
         except DiskFullError as exc:
             self.refresh_disk_usage()
-            return PutResult(PutStatus.DISK_FULL, reason=str(exc))
+            return PutResult(PutStatus.DISK_FULL, reason=f"no space left: {exc}")
         except OSError as exc:
             log.exception("commit log write failed")
             return PutResult(PutStatus.UNKNOWN_ERROR, reason=f"commit log write failed: {exc}")
@@ -259,7 +270,7 @@ class MessageStore:
             self._schedule_dispatch()
         return PutResult(PutStatus.PUT_OK, appended, store_timestamp=stamp)
 
-    def _refuse(self, msgs: Sequence[MessageToStore]) -> PutResult | None:
+    def _refuse(self, msgs: Sequence[MessageToStore], bookkeeping: bool) -> PutResult | None:
         if self._closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="the store is closed")
         if self._failure is not None:
@@ -300,10 +311,14 @@ class MessageStore:
                 return PutResult(
                     PutStatus.MESSAGE_ILLEGAL, reason=f"invalid queue id {msg.queue_id}"
                 )
-        if self.disk_used_ratio > cfg.disk_full_ratio:
+        if self.disk_used_ratio > cfg.disk_full_ratio and not bookkeeping:
             return PutResult(
                 PutStatus.DISK_FULL,
-                reason=f"disk {self.disk_used_ratio:.1%} full (limit {cfg.disk_full_ratio:.0%})",
+                reason=(
+                    f"no space left: the broker's disk is {self.disk_used_ratio:.1%} full "
+                    f"(writes stop at {cfg.disk_full_ratio:.0%}, diskFull: "
+                    f"{cfg.disk_full.value}); retry later, writes resume when space returns"
+                ),
             )
         return None
 
@@ -557,6 +572,17 @@ class MessageStore:
     def retention_deleted_bytes(self) -> int:
         """Commit-log bytes retention removed since the store opened."""
         return self._housekeeping.deleted_bytes
+
+    @property
+    def deleted_unconsumed_messages(self) -> int:
+        """Messages retention removed that no consumer group had consumed."""
+        return self._housekeeping.deleted_unconsumed
+
+    @property
+    def retention_held_for_consumers(self) -> int:
+        """Segments the last retention run kept, disk full or not, because consumer
+        groups still need them (diskFull: reject)."""
+        return self._housekeeping.held_for_consumers
 
     @property
     def retention_held_by_tier(self) -> int:

@@ -34,6 +34,10 @@ CONSUMER_LAG_SECONDS: Final = 300
 DISK_PREDICT_WINDOW: Final = "6h"
 DISK_PREDICT_SECONDS: Final = 24 * 3600
 DISK_FREE_RATIO: Final = 0.25
+# RocketMQDiskAlmostFull: the volume is within this much of the ratio above which the
+# broker refuses writes (rocketmq_storage_disk_full_ratio, 0.95 by default).
+DISK_FULL_MARGIN: Final = 0.05
+DISK_ALMOST_FULL_FOR: Final = "5m"
 FLUSH_P99_SECONDS: Final = 0.5
 LEADER_CHANGES_IN_15M: Final = 3
 UPLOAD_LAG_SECONDS: Final = 600
@@ -118,6 +122,12 @@ def alerts(scope: Mapping[str, str] | None = None) -> tuple[Alert, ...]:
     free = m("rocketmq_storage_disk_free_bytes")
     total = m("rocketmq_storage_disk_total_bytes")
     free_forecast = f"predict_linear({free}[{DISK_PREDICT_WINDOW}], {DISK_PREDICT_SECONDS})"
+    used_ratio = f"(1 - {free} / {total})"
+    full_ratio = m("rocketmq_storage_disk_full_ratio")
+    unconsumed = (
+        "sum by (cluster, group, node_id) "
+        f"(increase({m('rocketmq_storage_deleted_unconsumed_messages_total')}[10m]))"
+    )
     flush_p99 = (
         "histogram_quantile(0.99, sum by (cluster, group, node_id, le) "
         f"(rate({m('rocketmq_storage_flush_latency_bucket')}[5m])))"
@@ -219,6 +229,34 @@ def alerts(scope: Mapping[str, str] | None = None) -> tuple[Alert, ...]:
             description=(
                 "At the rate of the last 6 hours the data volume of {{ $labels.node_id }} "
                 f"is full within a day, and less than {DISK_FREE_RATIO:.0%} of it is free."
+            ),
+        ),
+        Alert(
+            name="RocketMQDiskAlmostFull",
+            severity="critical",
+            signal=used_ratio,
+            expr=f"{used_ratio} > {full_ratio} - {DISK_FULL_MARGIN}",
+            for_=DISK_ALMOST_FULL_FOR,
+            summary="The disk of broker {{ $labels.node_id }} is almost full",
+            description=(
+                "The data volume of {{ $labels.node_id }} is {{ $value | humanizePercentage }} "
+                f"used, within {DISK_FULL_MARGIN:.0%} of the fill ratio above which the "
+                "broker refuses new messages (diskFull: reject) or deletes the oldest ones "
+                "whether consumed or not (diskFull: deleteOldest)."
+            ),
+        ),
+        Alert(
+            name="RocketMQMessagesDeletedUnconsumed",
+            severity="warning",
+            signal=unconsumed,
+            expr=f"{unconsumed} > 0",
+            for_="",
+            summary="Broker {{ $labels.node_id }} deleted messages no consumer group had read",
+            description=(
+                "Retention on {{ $labels.node_id }} removed {{ $value | humanize }} "
+                "message(s) in the last 10 minutes that no consumer group had consumed: "
+                "they expired unread, or a full disk pushed them out (diskFull: "
+                "deleteOldest)."
             ),
         ),
         Alert(

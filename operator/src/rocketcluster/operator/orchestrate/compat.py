@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.cluster import DiskFullPolicy, RocketCluster
 from rocketcluster.api.features import SUPPORTED, Feature
 from rocketcluster.api.status import FeaturesStatus, GroupFeatures
 from rocketcluster.api.topics import TraceMode
@@ -145,13 +145,21 @@ def withheld(spec: dict[str, Any], features: Gate) -> bool:
 def for_group(cluster: RocketCluster, features: Gate, group: str) -> RocketCluster:
     """The spec a group's objects are rendered from: a number of front processes only
     once every broker of the group reports ``front-processes`` (left out until then:
-    ``auto``, which older brokers read as nothing), and the manifest's topics in its
+    ``auto``, which older brokers read as nothing), likewise ``diskFull:
+    deleteOldest`` until ``disk-full-policy``, and the manifest's topics in its
     brokers' bootstrap config without ``trace`` until they report ``topic-trace``."""
     understood_by = features.of_group(group)
     brokers = cluster.spec.brokers
     spec_update: dict[str, Any] = {}
+    brokers_update: dict[str, Any] = {}
     if Feature.FRONT_PROCESSES not in understood_by and brokers.front_processes != "auto":
-        spec_update["brokers"] = brokers.model_copy(update={"front_processes": "auto"})
+        brokers_update["front_processes"] = "auto"
+    if Feature.DISK_FULL_POLICY not in understood_by and brokers.disk_full != DiskFullPolicy.REJECT:
+        # Left out (the default is not rendered): an older broker deletes the oldest
+        # segments of a full disk anyway, which is what deleteOldest asks.
+        brokers_update["disk_full"] = DiskFullPolicy.REJECT
+    if brokers_update:
+        spec_update["brokers"] = brokers.model_copy(update=brokers_update)
     if Feature.TOPIC_TRACE not in understood_by and any(
         t.trace is not TraceMode.SAMPLED for t in cluster.spec.topics
     ):

@@ -27,9 +27,15 @@ def store() -> dict[str, Any]:
             graph(
                 "Disk free",
                 "Free share of each broker's data volume (the disk alert also needs a "
-                "forecast of running out within a day).",
+                "forecast of running out within a day), and the free share below which "
+                "the broker refuses new messages (RocketMQDiskAlmostFull fires "
+                f"{rules.DISK_FULL_MARGIN:.0%} above it).",
                 "percentunit",
                 Q(free_ratio(*b), "{{node_id}}"),
+                Q(
+                    f"1 - max by (node_id) ({v('rocketmq_storage_disk_full_ratio', *b)})",
+                    "{{node_id}} writes refused below",
+                ),
                 base="red",
                 steps=((0.1, "orange"), (rules.DISK_FREE_RATIO, "green")),
                 min_value=0,
@@ -131,6 +137,35 @@ def store() -> dict[str, Any]:
                 "Bps",
                 Q(
                     rate("rocketmq_storage_retention_deleted_bytes_total", "node_id", *b),
+                    "{{node_id}}",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Deleted unconsumed",
+                "Messages per second retention deleted that no consumer group had consumed "
+                "(expired unread, or pushed out of a full disk with diskFull: deleteOldest).",
+                "short",
+                Q(
+                    rate("rocketmq_storage_deleted_unconsumed_messages_total", "node_id", *b),
+                    "{{node_id}}",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
+                "Kept for consumers on a full disk",
+                "Commit log segments the disk's fill level would delete but retention keeps "
+                "because consumer groups have not consumed them (diskFull: reject).",
+                "short",
+                Q(
+                    "max by (node_id) "
+                    f"({v('rocketmq_storage_retention_held_for_consumers_segments', *b)})",
                     "{{node_id}}",
                 ),
                 min_value=0,
