@@ -24,7 +24,7 @@ DIST ?= dist
 # test that starts clusters (e2e/local/test_catalogue.py: 35 s of CPU, 18 s cached).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help setup debs node-deps test-fresh images chart demo demo-operator test lint generated typecheck unit unit-parallel unit-alone chaos chaos-logged chaos-soak chaos-deps bench sim clean
+.PHONY: help setup debs node-deps test-fresh images chart demo demo-operator test lint generated typecheck unit unit-parallel unit-alone chaos chaos-logged chaos-soak chaos-soak-operated chaos-deps bench sim clean
 
 help:
 	@echo "make demo   - start the embedded local runtime and show it working"
@@ -39,7 +39,11 @@ help:
 	@echo "make lint   - ruff lint and format check"
 	@echo "make sim    - the Raft simulator over SEEDS seeds (default 10000) from START"
 	@echo "make chaos  - fixed fault scenarios in network namespaces; e2e/chaos/reports/latest"
-	@echo "make chaos-soak DURATION=1800 SEED=1 - a random fault schedule, replayable by seed"
+	@echo "make chaos-soak FAULTS=1000 SEED=1 - random faults, replayable by seed; e2e/chaos/results/"
+	@echo "              RESUME=1 goes on with a stopped run (touch OUT/STOP or Ctrl-C stops one);"
+	@echo "              DURATION=1800 runs for a time instead of a number of faults"
+	@echo "make chaos-soak-operated FAULTS=1000 SEED=1 - the soak with the operator on the"
+	@echo "              Kubernetes emulator: its leader killed and stalled, rolls under faults"
 
 # Installs uv from PyPI when missing, then the locked workspace.
 setup: .venv/.synced
@@ -153,6 +157,9 @@ chaos-deps:
 	  || apt-get install -y -q iptables >/dev/null 2>&1 \
 	  || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q iptables >/dev/null 2>&1; } \
 	  || { echo "iptables could not be installed (apt-get install iptables): the chaos suite's network faults need it"; exit 1; }
+	@command -v mkfs.ext4 >/dev/null 2>&1 \
+	  || apt-get install -y -q e2fsprogs >/dev/null 2>&1 \
+	  || { echo "mkfs.ext4 could not be installed (apt-get install e2fsprogs): the chaos suite's disk faults need it"; exit 1; }
 
 CHAOS_FIXED := python -m rocketcluster.ctl.chaos.run --scenarios fixed --seed 1 \
   --out e2e/chaos/reports/latest
@@ -168,11 +175,27 @@ chaos-logged: setup chaos-deps
 	  if grep -q '^chaos fixed ' $(CHAOS_LOG); then sed -n '/^chaos fixed /,$$p' $(CHAOS_LOG); \
 	  else tail -n 60 $(CHAOS_LOG); fi; exit $$status
 
-DURATION ?= 1800
+# A soak: FAULTS faults (or DURATION seconds of them), its report, state and disks in
+# OUT; RESUME=1 goes on with a run stopped there. Reports of record are committed
+# from e2e/chaos/results/ (summary, report, timeline, state; histories and data stay
+# out of git).
+FAULTS ?= 1000
 SEED ?= 1
+DURATION ?=
+SOAK_LENGTH = $(if $(DURATION),--duration $(DURATION),--faults $(FAULTS))
+OUT ?= e2e/chaos/results/soak-seed$(SEED)-$(if $(DURATION),$(DURATION)s,$(FAULTS)faults)
+# A resumed run keeps its own seed and length (state.json): only OUT is passed.
 chaos-soak: setup chaos-deps
-	$(RUN) python -m rocketcluster.ctl.chaos.run --scenarios soak --seed $(SEED) \
-	  --duration $(DURATION) --out e2e/chaos/reports/soak-seed$(SEED)-$(DURATION)s
+	$(RUN) python -m rocketcluster.ctl.chaos.run --scenarios soak --out $(OUT) \
+	  $(if $(RESUME),--resume,--seed $(SEED) $(SOAK_LENGTH))
+
+# The soak where the operator runs the cluster on the Kubernetes emulator (its pods real
+# processes): pod and operator kills and pauses, rolls with the operator killed under
+# them. Its cluster lives one session (each ends with its own audit); RESUME=1 goes on.
+OPERATED_OUT ?= e2e/chaos/results/soak-operated-seed$(SEED)-$(if $(DURATION),$(DURATION)s,$(FAULTS)faults)
+chaos-soak-operated: setup chaos-deps
+	$(RUN) python -m rocketcluster.e2e.k8s.chaos_soak --scenarios soak --out $(OPERATED_OUT) \
+	  $(if $(RESUME),--resume,--seed $(SEED) $(SOAK_LENGTH))
 
 bench: setup debs
 	$(RUN) rocketctl bench cpu --out bench/results --profile

@@ -16,7 +16,6 @@ import httpx
 import pytest
 
 from rocketcluster.api.catalogue import Catalogue
-from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
 from rocketcluster.api.features import RELEASE, SUPPORTED, reported
 from rocketcluster.api.generated import controller_pb2 as cpb
 from rocketcluster.controller.admin import create_controller_app
@@ -26,6 +25,7 @@ from rocketcluster.controller.groups_watch import version_of
 from rocketcluster.controller.raft.rawnode import PeerProgress
 from rocketcluster.controller.service import ControllerServicer
 from rocketcluster.controller.state import ControllerCode
+from rocketcluster.ctl.testing import three_controller_members
 
 
 class FakeNode:
@@ -61,18 +61,7 @@ class FakeNode:
 
 
 def make_core(tmp_path: Path) -> ControllerCore:
-    config = ControllerProcessConfig(
-        cluster="t",
-        node_id=1,
-        members=[
-            ControllerMember(
-                id=i, raft_address=f"10.0.0.{i}:9878", admin_address=f"10.0.0.{i}:8080"
-            )
-            for i in (1, 2, 3)
-        ],
-        data_dir=tmp_path,
-    )
-    return ControllerCore(config, FakeNode)
+    return ControllerCore(three_controller_members(tmp_path), FakeNode)
 
 
 def node(core: ControllerCore) -> FakeNode:

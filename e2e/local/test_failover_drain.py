@@ -106,6 +106,7 @@ class Produced:
     acked: set[str]
     fifo_order: dict[str, tuple[str, int]]
     victim: str | None
+    queues: dict[str, str]  # message id -> the queue that acknowledged it
 
 
 def _produce(cluster: Cluster, phase: str, prefixes: list[str]) -> dict[str, Produced]:
@@ -136,7 +137,7 @@ def _produce(cluster: Cluster, phase: str, prefixes: list[str]) -> dict[str, Pro
     for prefix, workload in workloads.items():
         assert workload.acked, f"{prefix}: nothing was acknowledged: {workload.errors}"
     return {
-        prefix: Produced(set(w.acked), dict(w.fifo_order), victim)
+        prefix: Produced(set(w.acked), dict(w.fifo_order), victim, dict(w.queues))
         for prefix, w in workloads.items()
     }
 
@@ -153,7 +154,7 @@ def _check(drain: Drain, produced: Produced, what: str) -> None:
     )
 
 
-def _check_fifo(drain: Drain, produced: Produced) -> None:
+def _check_fifo(drain: Drain, produced: Produced, phase: str) -> None:
     """Per message group of ``produced``, the first deliveries come in the
     acknowledged order."""
     places: dict[str, list[int]] = {}
@@ -162,7 +163,30 @@ def _check_fifo(drain: Drain, produced: Produced) -> None:
             mgroup, place = produced.fifo_order[message_id]
             places.setdefault(mgroup, []).append(place)
     broken = {g: p for g, p in places.items() if p != sorted(p)}
-    assert not broken, f"FIFO order broken in {sorted(broken)}: {broken}"
+    queues: dict[str, list[tuple[str, int, int]]] = {}  # message group -> (queue, first, last)
+    for message_id, (mgroup, place) in sorted(produced.fifo_order.items(), key=lambda i: i[1]):
+        queue = produced.queues.get(message_id, "?")
+        spans = queues.setdefault(mgroup, [])
+        if spans and spans[-1][0] == queue:
+            spans[-1] = (queue, spans[-1][1], place)
+        else:
+            spans.append((queue, place, place))
+    assert not broken, (
+        f"{phase}: FIFO order broken in {sorted(broken)} (victim {produced.victim}): "
+        f"{ {g: _runs(p) for g, p in broken.items()} }; the queues each group's sends "
+        f"went to (queue, first place, last place): { {g: queues[g] for g in broken} }"
+    )
+
+
+def _runs(places: list[int]) -> list[tuple[int, int]]:
+    """``places`` as runs of consecutive numbers: [0, 1, 2, 7, 8] -> [(0, 2), (7, 8)]."""
+    runs: list[tuple[int, int]] = []
+    for place in places:
+        if runs and place == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], place)
+        else:
+            runs.append((place, place))
+    return runs
 
 
 Drainer = Callable[[Cluster, str, str, set[str]], Drain]
@@ -275,8 +299,9 @@ def test_python_fifo_consumer_drains_in_order_after_a_master_failover(
     cluster: Cluster, rounds: dict[str, Round]
 ) -> None:
     done = _judge(cluster, rounds, "py-fifo")
-    for drain, produced in filter(None, (done.base, done.after, done.rebase)):
-        _check_fifo(drain, produced)
+    phases = zip(PHASES, (done.base, done.after, done.rebase), strict=True)
+    for phase, (drain, produced) in ((p, r) for p, r in phases if r is not None):
+        _check_fifo(drain, produced, phase)
 
 
 def test_node_consumer_drains_after_a_master_failover(

@@ -52,3 +52,17 @@ def test_a_spark_file_with_a_slow_test_takes_every_spark_test_ahead() -> None:
         "spark-jobs/tests/test_live.py::a",
         "broker/tests/test_x.py::a",
     ]
+
+
+def test_the_spark_unit_goes_first_even_behind_slow_files_collected_before_it() -> None:
+    """The longest unit must not start last: it was the parallel step's tail."""
+    items = [
+        FakeTest("broker/tests/test_slow.py::a", slow=True),
+        FakeTest("broker/tests/test_fast.py::a"),
+        FakeTest("spark-jobs/tests/test_lag.py::a"),
+    ]
+    assert _ordered(items) == [
+        "spark-jobs/tests/test_lag.py::a",
+        "broker/tests/test_slow.py::a",
+        "broker/tests/test_fast.py::a",
+    ]

@@ -46,7 +46,7 @@ def test_catalogue_groups_with_an_endpoint_are_the_routes() -> None:
         catalogue(
             c_broker_0=BrokerGroupEntry(endpoint="10.0.0.1:8081"),
             c_broker_1=BrokerGroupEntry(endpoint="10.0.0.2:8081", writable=False),
-            c_broker_2=BrokerGroupEntry(),  # registered, no endpoint yet: not offered
+            c_broker_2=BrokerGroupEntry(),  # no endpoint yet, none in the config: left out
         ),
     )
     assert table.source == "catalogue" and table.version == 4
@@ -54,6 +54,23 @@ def test_catalogue_groups_with_an_endpoint_are_the_routes() -> None:
     assert table.permission("c-broker-0") == pb.Permission.READ_WRITE
     assert table.permission("c-broker-1") == pb.Permission.READ
     assert table.writable  # this broker is c-broker-0
+
+
+def test_a_group_still_registering_keeps_its_queues_at_the_config_endpoint() -> None:
+    """The first group registered must not make the route one group's: a FIFO
+    producer's hash over the queue count would move message groups at its refresh."""
+    two = config(route_groups={"c-broker-0": "a:8081", "c-broker-1": "b:8081"})
+    registering = RouteTable.from_catalogue(
+        two,
+        catalogue(
+            c_broker_0=BrokerGroupEntry(endpoint="10.0.0.1:8081"),
+            c_broker_1=BrokerGroupEntry(),
+        ),
+    )
+    assert registering.endpoints() == {"c-broker-0": "10.0.0.1:8081", "c-broker-1": "b:8081"}
+    before = RouteTable.from_config(two).message_queues(TOPIC, "", [])
+    after = registering.message_queues(TOPIC, "", [])
+    assert [(q.broker.name, q.id) for q in before] == [(q.broker.name, q.id) for q in after]
 
 
 def test_no_endpoint_in_the_catalogue_keeps_the_config_routes_with_its_flags() -> None:

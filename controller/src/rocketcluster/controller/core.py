@@ -92,12 +92,16 @@ class ControllerCore:
     def __init__(self, config: ControllerProcessConfig, node_factory: Any) -> None:
         self.config = config
         self.liveness = BrokerLiveness()
-        self.machine = ReplicasMachine(self._group_changed)
-        self.node: RaftNode = node_factory(self.machine)
+        # Before the node: a Raft node made on a data directory with a snapshot
+        # restores it at once, and the restore tells every group's watchers (a
+        # controller restarted after its first snapshot crashed here, every time,
+        # until the chaos soak found it).
         self._watchers: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
         # Long polls of the groups' views (GET /v1/watch/groups): woken by any group's
         # change and by this member's leadership changing.
         self.groups_watch = ChangeSignal()
+        self.machine = ReplicasMachine(self._group_changed)
+        self.node: RaftNode = node_factory(self.machine)
         # One election at a time per group (a switchover's phase 0 waits seconds for a
         # slave to catch up; other groups' failovers must not wait behind it).
         self._election_locks: dict[str, asyncio.Lock] = {}

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from rocketcluster.api.client.admin import AdminClient
 from rocketcluster.api.cluster import RocketCluster
+from rocketcluster.api.controller_config import ControllerMember, ControllerProcessConfig
 from rocketcluster.broker.store import FlushMode, StoreConfig
 from rocketcluster.ctl.local.auth import local_admin_token
 from rocketcluster.ctl.local.runtime import LocalRuntime
@@ -67,6 +68,24 @@ def small_store_config(root: Path, **overrides: Any) -> StoreConfig:
     }
     settings.update(overrides)
     return StoreConfig(**settings)
+
+
+def three_controller_members(data_dir: Path) -> ControllerProcessConfig:
+    """A three-member controller config in which this process is member 1, for tests
+    that build a ``ControllerCore`` in-process. Here, not in ``controller/tests``: every
+    workspace member's ``tests`` package is named ``tests``, so a relative import of a
+    sibling helper resolves against whichever ``tests`` pytest met first."""
+    return ControllerProcessConfig(
+        cluster="t",
+        node_id=1,
+        members=[
+            ControllerMember(
+                id=i, raft_address=f"10.0.0.{i}:9878", admin_address=f"10.0.0.{i}:8080"
+            )
+            for i in (1, 2, 3)
+        ],
+        data_dir=data_dir,
+    )
 
 
 @dataclass

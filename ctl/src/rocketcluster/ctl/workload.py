@@ -204,8 +204,10 @@ class Cluster:
 def running(
     directory: Path, cluster: RocketCluster, overrides: dict[str, Any] | None = None
 ) -> Iterator[Cluster]:
-    """``cluster`` up, every replica in sync, stopped when the block ends; ``overrides``
-    add broker settings (tunings) to the test defaults."""
+    """``cluster`` up, every group with a master and all its replicas in sync, stopped
+    when the block ends; ``overrides`` add broker settings (tunings) to the test
+    defaults. (Every group, not the first: a test's producers that start while a
+    group still elects meet a cluster its users do not.)"""
     quiet_official_client()
     logging.getLogger("httpx").setLevel(logging.WARNING)
     runtime = LocalRuntime(directory)
@@ -213,8 +215,10 @@ def running(
     state = runtime.up(cluster, overrides=settings)
     try:
         handle = Cluster(runtime, state)
-        handle.master()
-        handle.wait_in_sync(3)
+        for group in handle.local.groups():
+            each = Cluster(runtime, state, group=group)
+            each.master()
+            each.wait_in_sync(len(each.local.brokers(group)))
         yield handle
     finally:
         runtime.down()
@@ -237,6 +241,7 @@ class Workload:
     # FIFO: message id -> (message group, its place in the group's acknowledged order)
     fifo_order: dict[str, tuple[str, int]] = field(default_factory=dict)
     groups: dict[str, str] = field(default_factory=dict)  # message id -> broker group
+    queues: dict[str, str] = field(default_factory=dict)  # message id -> "<group>.<topic>.<id>"
     failures: list[float] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)  # error text -> count
     sends: list[tuple[float, float]] = field(default_factory=list)  # (acked at, seconds taken)
@@ -275,7 +280,8 @@ class Workload:
                 try:
                     receipt = producer.send(msg)
                     # The client names a queue "<broker group>.<topic>.<queue id>".
-                    self.groups[receipt.message_id] = str(receipt.message_queue).split(".")[0]
+                    queue = self.queues[receipt.message_id] = str(receipt.message_queue)
+                    self.groups[receipt.message_id] = queue.split(".", maxsplit=1)[0]
                     if mgroup:  # one send at a time per producer: acknowledged in order
                         place = sent_in_group[mgroup] = sent_in_group.get(mgroup, -1) + 1
                         self.fifo_order[receipt.message_id] = (mgroup, place)

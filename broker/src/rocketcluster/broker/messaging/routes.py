@@ -1,9 +1,16 @@
 """RouteTable: the broker groups QueryRoute offers, prepared once per change.
 
 Built from the config's ``route_groups`` until a catalogue names groups, then from the
-catalogue: every group it lists with an endpoint, read-only (``Permission.READ``) when
-its entry says ``writable: false``. Requests only read it (a dict lookup per group),
-and a new catalogue replaces it whole.
+catalogue: every group it lists, at the endpoint its entry names or, until one of its
+brokers registers one, at the config's endpoint for it (a group neither names is left
+out), read-only (``Permission.READ``) when its entry says ``writable: false``.
+Requests only read it (a dict lookup per group), and a new catalogue replaces it whole.
+
+The set of groups must not shrink while the groups register: a FIFO producer picks a
+message group's queue by hashing over the route's queue count, so a route of one group
+at start and of two ten seconds later (the clients' first refresh) sends a message
+group's later messages to another queue, and a consumer may read them first (the
+failover-drain test saw it under load).
 
 Queues are listed queue-major (q0 of every group, then q1 …): the official clients
 retry a failed send on the *next* queue of the route, which is then on another group,
@@ -88,17 +95,21 @@ class RouteTable:
     def from_catalogue(
         cls, config: BrokerProcessConfig, catalogue: Catalogue, *, own_writable: bool = True
     ) -> RouteTable:
-        """The catalogue's groups with an endpoint; the config's ``route_groups`` while
-        it names none (the controllers learn endpoints as brokers register). This
-        group's write flag comes from its entry, or stays ``own_writable`` (the last
-        one known) while it has none."""
+        """The catalogue's groups, each at its registered endpoint or else the
+        config's; the config's ``route_groups`` while the catalogue names no endpoint
+        (the controllers learn endpoints as brokers register). This group's write
+        flag comes from its entry, or stays ``own_writable`` (the last one known)
+        while it has none."""
         entries = catalogue.groups
-        listed = {n: e for n, e in entries.items() if e.endpoint}
-        if listed:
-            groups = {n: RouteGroup(n, e.endpoint, e.writable) for n, e in listed.items()}
+        fallback = config.route_groups or {config.group: config.route_endpoint}
+        if any(e.endpoint for e in entries.values()):
+            groups = {
+                n: RouteGroup(n, endpoint, e.writable)
+                for n, e in entries.items()
+                if (endpoint := e.endpoint or fallback.get(n, ""))
+            }
             source = "catalogue"
         else:
-            fallback = config.route_groups or {config.group: config.route_endpoint}
             groups = {
                 n: RouteGroup(n, ep, entries[n].writable if n in entries else True)
                 for n, ep in fallback.items()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Callable
 
 from rocketcluster.ctl.chaos.drain import DrainWatch
 from rocketcluster.ctl.chaos.faults import ActiveFault, FaultSpec, Injector, Skipped
@@ -19,13 +20,24 @@ from rocketcluster.ctl.chaos.schedule import Episode
 log = logging.getLogger("rocketcluster.chaos")
 
 
-def wait_healthy(probe: ClusterProbe, timeout_s: float, history: History, why: str) -> bool:
-    """Poll until the cluster is whole; note in the history how long it took."""
+def wait_healthy(
+    probe: ClusterProbe,
+    timeout_s: float,
+    history: History,
+    why: str,
+    revive: Callable[[], list[str]] | None = None,
+) -> bool:
+    """Poll until the cluster is whole; note in the history how long it took.
+    ``revive`` starts again any process that exited on its own (a crash: noted, and
+    the run's report lists it) — nothing a fault did not kill should be down."""
     began = time.monotonic()
     deadline = began + timeout_s
     health = probe.health()
     while not health.healthy and time.monotonic() < deadline:
-        time.sleep(0.5)
+        for name in revive() if revive is not None else []:
+            log.warning("%s had exited without being killed: started again", name)
+            history.append(INFO, "note", event="crashed", process=name, why=why)
+        time.sleep(0.25)
         health = probe.health()
     took = round(time.monotonic() - began, 2)
     history.append(
@@ -55,6 +67,7 @@ class EpisodeRunner:
         self.history = history
         self.drain = drain
         self._ids = itertools.count(1)
+        self.injected = 0  # faults injected (not skipped) by this runner
 
     def run(self, episode: Episode, settle_s: float) -> bool:
         """Returns whether the cluster was whole again within ``settle_s`` of the
@@ -79,7 +92,7 @@ class EpisodeRunner:
                     self.history.append(
                         INFO, "fault", phase="end", fault_id=done.fault_id, kind=fault.kind.value
                     )
-        healthy = wait_healthy(self.probe, settle_s, self.history, "episode")
+        healthy = wait_healthy(self.probe, settle_s, self.history, "episode", self.injector.revive)
         quiet_from = time.monotonic()
         if healthy and self.drain is not None:
             result = self.drain.wait()
@@ -102,6 +115,7 @@ class EpisodeRunner:
             self.history.append(INFO, "fault", phase="end", **common)
             return
         active[index] = done
+        self.injected += 1
         self.history.append(
             INFO, "fault", phase="start", targets=done.targets, groups=done.groups, **common
         )

@@ -202,6 +202,57 @@ def cut_from(node: Node, peers: list[Node]) -> list[Rule]:
     return rules
 
 
+def grudges(groups: list[list[Node]]) -> dict[str, set[str]]:
+    """Who may not talk to whom (pure), from the sides of a partition: two nodes that
+    share no side are cut off from each other. A node on two sides (a bridge) talks
+    to both. Answers node name -> names it is cut from."""
+    sides_of: dict[str, set[int]] = {}
+    for i, side in enumerate(groups):
+        for node in side:
+            sides_of.setdefault(node.name, set()).add(i)
+    return {
+        a: {b for b, theirs in sides_of.items() if b != a and not (mine & theirs)}
+        for a, mine in sides_of.items()
+    }
+
+
+def halves(nodes: list[Node]) -> list[list[Node]]:
+    """A symmetric split into two halves (the first the larger)."""
+    cut = (len(nodes) + 1) // 2
+    return [nodes[:cut], nodes[cut:]]
+
+
+def bridge(nodes: list[Node]) -> list[list[Node]]:
+    """Jepsen's bridge: two halves, and one node in the middle that belongs to both —
+    each side sees it, neither sees the other."""
+    middle = len(nodes) // 2
+    return [nodes[: middle + 1], nodes[middle:]]
+
+
+def majorities_ring(nodes: list[Node]) -> dict[str, set[str]]:
+    """Jepsen's majorities ring: every node sees a majority of the nodes — itself and
+    its nearest neighbours on a ring — and no two nodes see the same majority. Answers
+    the grudges directly (node name -> names it is cut from)."""
+    n = len(nodes)
+    reach = (n // 2 + 1) // 2  # itself and 2*reach neighbours: a majority
+    cut: dict[str, set[str]] = {}
+    for i, node in enumerate(nodes):
+        cut[node.name] = {
+            other.name for j, other in enumerate(nodes) if min((i - j) % n, (j - i) % n) > reach
+        }
+    return cut
+
+
+def isolate_from(nodes: dict[str, Node], cut: dict[str, set[str]]) -> list[Rule]:
+    """The rules that make ``cut`` true: each node drops what comes from, and what
+    goes to, every node it is cut from (both ends hold the rule: symmetric)."""
+    rules: list[Rule] = []
+    for name, others in sorted(cut.items()):
+        if others:
+            rules += cut_from(nodes[name], [nodes[o] for o in sorted(others)])
+    return rules
+
+
 def refuse_inbound(node: Node) -> list[Rule]:
     """One-way: connections others open to ``node`` die (their packets in the
     ORIGINAL direction are dropped on arrival); ``node``'s own connections work."""

@@ -5,6 +5,7 @@ partitioned process must not stall the runner)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,9 +14,8 @@ import httpx
 from rocketcluster.api.broker_config import split_registered
 from rocketcluster.api.client.controller_admin import ControllerAdmin, ControllerAdminError
 from rocketcluster.api.tls import admin_scheme, http_verify
-from rocketcluster.ctl.local.auth import local_admin_token
+from rocketcluster.ctl.chaos.processes import ChaosProcesses
 from rocketcluster.ctl.local.controllers import controller_admin
-from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.local.state import LocalClusterState
 
 TIMEOUT_S = 1.5
@@ -29,15 +29,23 @@ class Health:
 
 class ClusterProbe:
     """Processes come back as ``cluster.json`` records (dicts), as the fault
-    injector and the drain watch take them; every call re-reads the file (a restart
-    changes a pid)."""
+    injector and the drain watch take them; every call re-reads them (a restart
+    changes a pid). ``more_health``: what else must hold for the cluster to be whole
+    where something runs besides its processes (the operator's status)."""
 
-    def __init__(self, runtime: LocalRuntime, replicas: int) -> None:
-        self.runtime = runtime
+    def __init__(
+        self,
+        processes: ChaosProcesses,
+        replicas: int,
+        more_health: Callable[[], Health] | None = None,
+    ) -> None:
+        self.control = processes
         self.replicas = replicas
+        self.more_health = more_health
         self._http: httpx.Client | None = None
         self._scheme = "http"
         self._controllers: ControllerAdmin | None = None
+        self._controller_addresses: list[str] = []
 
     def close(self) -> None:
         if self._http is not None:
@@ -46,14 +54,14 @@ class ClusterProbe:
             self._controllers.close()
 
     def _state(self) -> LocalClusterState | None:
-        return self.runtime.cluster_state()
+        return self.control.cluster_state()
 
     def _admin_http(self) -> httpx.Client:
         """The brokers' admin APIs: https with the cluster's CA, the admin token."""
         if self._http is None:
             state = self._state()
             tls = state.client_tls() if state else None
-            token = local_admin_token(self.runtime.directory)
+            token = self.control.admin_token()
             self._scheme = admin_scheme(tls)
             self._http = httpx.Client(
                 timeout=TIMEOUT_S,
@@ -64,19 +72,28 @@ class ClusterProbe:
 
     def _admin(self) -> ControllerAdmin | None:
         """One search for the leader per call, short timeouts: a paused or cut-off
-        controller must not stall the runner."""
-        if self._controllers is None:
-            state = self._state()
-            if state is None or not state.controllers():
-                return None
+        controller must not stall the runner. Made again when the controllers'
+        addresses change (a rolled controller pod comes back at a new address)."""
+        state = self._state()
+        if state is None or not state.controllers():
+            return None
+        addresses = state.controller_admin_addresses()
+        if self._controllers is None or addresses != self._controller_addresses:
+            if self._controllers is not None:
+                self._controllers.close()
             self._controllers = controller_admin(
                 state, timeout=TIMEOUT_S, probe_timeout=TIMEOUT_S, attempts=1
             )
+            self._controller_addresses = addresses
         return self._controllers
 
     def processes(self) -> list[dict[str, Any]]:
         state = self._state()
         return [p.as_dict() for p in state.processes] if state else []
+
+    def operators(self) -> list[dict[str, Any]]:
+        """The operator replica that leads (holds the Lease), where one runs."""
+        return self.control.operators()
 
     def controllers(self) -> list[dict[str, Any]]:
         state = self._state()
@@ -152,6 +169,21 @@ class ClusterProbe:
                 return proc
         return None
 
+    def queue_floors(self, topics: Iterable[str]) -> dict[tuple[str, str, int], int]:
+        """Per (topic, broker group, queue id), the first offset its master still
+        holds (what retention left). A group whose master does not answer is left
+        out: its queues count as holding everything."""
+        floors: dict[tuple[str, str, int], int] = {}
+        for group in self.groups():
+            master = self.master(group)
+            if master is None:
+                continue
+            for topic in topics:
+                view = self.get(master["addresses"]["admin"], f"/v1/topics/{topic}")
+                for row in view.get("queueOffsets", []) if isinstance(view, dict) else []:
+                    floors[(topic, group, int(row["queueId"]))] = int(row["minOffset"])
+        return floors
+
     def broker_view(self, proc: dict[str, Any]) -> dict[str, Any] | None:
         view = self.get(proc["addresses"]["admin"], "/v1/broker")
         return view if isinstance(view, dict) else None
@@ -159,7 +191,7 @@ class ClusterProbe:
     def health(self) -> Health:
         """Whole again: every process runs, a Raft leader exists, and every group has
         a master that knows it is one and a full SyncStateSet."""
-        running = {p["name"] for p in self.runtime.running()}
+        running = {p["name"] for p in self.control.running()}
         missing = [p["name"] for p in self.processes() if p["name"] not in running]
         if missing:
             return Health(False, f"not running: {', '.join(missing)}")
@@ -181,4 +213,4 @@ class ClusterProbe:
                 s = self.broker_view(proc)
                 if not s or s.get("role") != "slave":
                     return Health(False, f"{proc['name']} is not a slave yet")
-        return Health(True)
+        return self.more_health() if self.more_health is not None else Health(True)

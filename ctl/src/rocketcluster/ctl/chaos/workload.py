@@ -4,15 +4,26 @@ Lean-client producers (asyncio, one thread) send to each broker group's endpoint
 NORMAL messages, and FIFO messages in several message groups, one in flight per
 message group so its order is the order of acknowledgement.
 Consumers (lean client, acking) read both topics from every group endpoint. The
-official clients have a NORMAL topic of their own: official-client producers (threads)
-send to it the way applications do, retries and all, and an official SimpleConsumer
-(a thread) reads it through all endpoints, choosing a group per receive as that client
-does — at a rate one such consumer keeps up with on a loaded machine, so a backlog
-after a fault means a stall, not a consumer too slow for its producers. Each
-operation is an invoke and an ok/fail/info in the history; after an ``info`` the
-worker continues as a new process with a new connection, as Jepsen's workers do, so
-a stalled connection never hides the recovery. The final ``audit`` reads every queue
-from its first offset with a consumer group nobody used before.
+official clients have a topic of their own per message type the checker
+understands: official-client producers (threads) send NORMAL messages to one and
+FIFO messages to the other (several message groups, one send in flight per group:
+the thread sends them one at a time, so a group's order is the order of
+acknowledgement) the way applications do, retries and all; an official SimpleConsumer
+(a thread, POP) reads each topic through all endpoints with a consumer group of its
+own — a FIFO group for the FIFO topic, whose order the broker keeps for POP receives
+— choosing a group per receive as that client does, at a rate one such consumer
+keeps up with on a loaded machine, so a backlog after a fault means a stall, not a
+consumer too slow for its producers. Each operation is an invoke and an
+ok/fail/info in the history; an ack's completion lists the positions whose ack
+succeeded (``acked``: [[id, broker group, queue, offset], ...]), so the checker can
+tell a delivery after a successful ack. After an ``info`` the worker continues as a
+new process with a new connection, as Jepsen's workers do, so a stalled connection
+never hides the recovery. The final ``audit`` reads every queue from its first
+offset with a consumer group nobody used before.
+
+Sessions: ``WorkloadConfig.session`` prefixes every message id (and so every body
+marker and official-client key), every message group and every process id, so a run
+resumed by a new process appending to the same history never reuses one.
 """
 
 from __future__ import annotations
@@ -44,13 +55,18 @@ NORMAL_GROUP = "chaos-normal-cg"
 FIFO_GROUP = "chaos-fifo-cg"
 AUDIT_GROUP = "chaos-audit"
 OFFICIAL_GROUP = "chaos-official-cg"
+OFFICIAL_FIFO_TOPIC = "chaos-official-fifo"
+OFFICIAL_FIFO_GROUP = "chaos-official-fifo-cg"  # a FIFO consumer group
 # What each consumer group reads: the drain check after every fault watches these.
 SUBSCRIPTIONS = (
     (NORMAL_GROUP, NORMAL_TOPIC),
     (FIFO_GROUP, FIFO_TOPIC),
     (OFFICIAL_GROUP, OFFICIAL_TOPIC),
+    (OFFICIAL_FIFO_GROUP, OFFICIAL_FIFO_TOPIC),
 )
-TOPICS = (NORMAL_TOPIC, FIFO_TOPIC, OFFICIAL_TOPIC)
+TOPICS = (NORMAL_TOPIC, FIFO_TOPIC, OFFICIAL_TOPIC, OFFICIAL_FIFO_TOPIC)
+# Process ids of session N start at N * this (ids within one session stay below it).
+SESSION_PROCESSES = 1_000_000
 
 
 @dataclass
@@ -58,12 +74,17 @@ class WorkloadConfig:
     endpoints: dict[str, str]  # broker group -> its client endpoint
     normal_producers: int = 2  # per broker group
     message_groups: int = 4  # FIFO message groups per broker group
-    official_producers: int = 1  # over all groups
+    official_producers: int = 1  # NORMAL, over all groups
     official_consumers: int = 1  # SimpleConsumers of OFFICIAL_GROUP, over all groups
+    official_fifo_producers: int = 1  # FIFO, over all groups
+    official_fifo_groups: int = 4  # message groups per official FIFO producer
+    official_fifo_consumers: int = 1  # SimpleConsumers of OFFICIAL_FIFO_GROUP
     rate: float = 12.0  # messages per second per producer
     send_timeout_s: float = 5.0
     invisible_ms: int = 5000
     body_bytes: int = 200
+    # Namespaces ids, message groups and process ids: a resumed run takes the next one.
+    session: int = 0
 
 
 def _definite(code: int) -> bool:
@@ -83,7 +104,8 @@ class Workload:
     def __init__(self, config: WorkloadConfig, history: History) -> None:
         self.config = config
         self.history = history
-        self._pids = itertools.count(1)
+        self._pids = itertools.count(config.session * SESSION_PROCESSES + 1)
+        self.prefix = f"s{config.session}-"  # of every message id and message group
         self._stop_producing = threading.Event()
         self._stop_consuming = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -111,13 +133,24 @@ class Workload:
     def start(self) -> None:
         self._loop_thread.start()
         self._main = asyncio.run_coroutine_threadsafe(self._run(), self._loop)
-        endpoints = ";".join(self.config.endpoints.values())
-        for w in range(self.config.official_producers):
-            t = threading.Thread(target=self._official_producer, args=(w, endpoints), daemon=True)
-            t.start()
-            self._threads.append(t)
-        for w in range(self.config.official_consumers):
-            t = threading.Thread(target=self._official_consumer, args=(w, endpoints), daemon=True)
+        cfg = self.config
+        endpoints = ";".join(cfg.endpoints.values())
+        workers: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        for w in range(cfg.official_producers):
+            workers.append((self._official_producer, (f"O{w}", endpoints, OFFICIAL_TOPIC, [])))
+        for w in range(cfg.official_fifo_producers):
+            groups = [f"{self.prefix}omg{w}-{g}" for g in range(cfg.official_fifo_groups)]
+            workers.append(
+                (self._official_producer, (f"OF{w}", endpoints, OFFICIAL_FIFO_TOPIC, groups))
+            )
+        for _ in range(cfg.official_consumers):
+            workers.append((self._official_consumer, (endpoints, OFFICIAL_TOPIC, OFFICIAL_GROUP)))
+        for _ in range(cfg.official_fifo_consumers):
+            workers.append(
+                (self._official_consumer, (endpoints, OFFICIAL_FIFO_TOPIC, OFFICIAL_FIFO_GROUP))
+            )
+        for target, args in workers:
+            t = threading.Thread(target=target, args=args, daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -182,7 +215,8 @@ class Workload:
             for _ in range(self.config.normal_producers):
                 tasks.append(self._producer(bgroup, endpoint, NORMAL_TOPIC, None, len(tasks)))
             for _ in range(self.config.message_groups):
-                tasks.append(self._producer(bgroup, endpoint, FIFO_TOPIC, f"mg{mg}", len(tasks)))
+                mgroup = f"{self.prefix}mg{mg}"
+                tasks.append(self._producer(bgroup, endpoint, FIFO_TOPIC, mgroup, len(tasks)))
                 mg += 1
             tasks.append(self._consumer(bgroup, endpoint, NORMAL_TOPIC, NORMAL_GROUP, "receive"))
             tasks.append(self._consumer(bgroup, endpoint, FIFO_TOPIC, FIFO_GROUP, "receive"))
@@ -206,7 +240,7 @@ class Workload:
                     due = time.monotonic()
                 if self._stop_producing.is_set():
                     break
-                mid = f"{letter}{worker}-{seq}"
+                mid = f"{self.prefix}{letter}{worker}-{seq}"
                 fields = {
                     "id": mid,
                     "topic": topic,
@@ -248,41 +282,60 @@ class Workload:
         kind = FAIL if _definite(code) else INFO
         return kind, {"error": f"{pb.Code.Name(code)}: {entry.status.message}"[:160]}
 
-    def _official_producer(self, w: int, endpoints: str) -> None:
+    def _official_producer(
+        self, worker: str, endpoints: str, topic: str, mgroups: list[str]
+    ) -> None:
+        """Send with the official Producer until told to stop: NORMAL messages when
+        ``mgroups`` is empty, otherwise FIFO messages to each message group in turn —
+        one send at a time, so one in flight per group and its order is the order of
+        acknowledgement (the client picks the queue by a hash of the group)."""
         from rocketmq.v5.client import ClientConfiguration, Credentials
         from rocketmq.v5.producer import Producer
 
         producer = Producer(
-            ClientConfiguration(endpoints, Credentials(), request_timeout=3), (OFFICIAL_TOPIC,)
+            ClientConfiguration(endpoints, Credentials(), request_timeout=3), (topic,)
         )
         producer.startup()
         process = self.new_process()
         period = 1.0 / self.config.rate
+        seqs = dict.fromkeys(mgroups, 0)
         try:
-            for seq in itertools.count():
+            for n in itertools.count():
                 while not self._producing.wait(0.1) and not self._stop_producing.is_set():
                     pass
                 if self._stop_producing.is_set():
                     break
+                mgroup = mgroups[n % len(mgroups)] if mgroups else ""
+                seq = seqs[mgroup] if mgroup else n
+                if mgroup:
+                    seqs[mgroup] += 1
                 started = time.monotonic()
                 with self._in_flight():
-                    process = self._official_send(producer, w, seq, process)
+                    process = self._official_send(producer, worker, topic, mgroup, seq, process)
                 time.sleep(max(0.0, period - (time.monotonic() - started)))
         finally:
             with contextlib.suppress(Exception):
                 producer.shutdown()
 
-    def _official_send(self, producer: Any, w: int, seq: int, process: int) -> int:
+    def _official_send(
+        self, producer: Any, worker: str, topic: str, mgroup: str, seq: int, process: int
+    ) -> int:
         """One send of the official producer, recorded; returns the process to go on
         as (a new one after an indeterminate outcome)."""
         from rocketmq.v5.model import Message
 
-        mid = f"O{w}-{seq}"
+        # A FIFO message's id names its message group (already session-prefixed).
+        mid = f"{mgroup}-{seq}" if mgroup else f"{self.prefix}{worker}-{seq}"
         msg = Message()
-        msg.topic = OFFICIAL_TOPIC
-        msg.body = f"{mid}||{seq}|".encode().ljust(self.config.body_bytes, b".")
-        common = {"id": mid, "topic": OFFICIAL_TOPIC}
-        self.history.append(INVOKE, "send", process=process, seq=seq, worker=f"O{w}", **common)
+        msg.topic = topic
+        msg.keys = mid
+        if mgroup:
+            msg.message_group = mgroup
+        msg.body = f"{mid}|{mgroup}|{seq}|".encode().ljust(self.config.body_bytes, b".")
+        common: dict[str, Any] = {"id": mid, "topic": topic, "seq": seq, "worker": worker}
+        if mgroup:
+            common["mgroup"] = mgroup
+        self.history.append(INVOKE, "send", process=process, **common)
         try:
             receipt = producer.send(msg)
         except Exception as exc:  # retried inside the client: never definite
@@ -290,23 +343,20 @@ class Workload:
             return self.new_process()
         bgroup = str(receipt.message_queue).split(".")[0]
         self.history.append(
-            OK,
-            "send",
-            process=process,
-            seq=seq,
-            bgroup=bgroup,
-            offset=int(receipt.offset),
-            **common,
+            OK, "send", process=process, bgroup=bgroup, offset=int(receipt.offset), **common
         )
-        self.acked[OFFICIAL_TOPIC].add(mid)
+        self.acked[topic].add(mid)
         return process
 
     # -- consuming ---------------------------------------------------------------------
 
-    def _official_consumer(self, w: int, endpoints: str) -> None:
+    def _official_consumer(self, endpoints: str, topic: str, cg: str) -> None:
         """Receive and acknowledge with the official SimpleConsumer until told to stop.
         Its messages do not say where they are stored; the receipt handle does (the
-        broker group that delivered it, queue and offset: broker/messaging/receipt.py)."""
+        broker group that delivered it, queue and offset: broker/messaging/receipt.py).
+        For a FIFO consumer group the broker keeps each queue's order across POP
+        receives (nothing after an unacknowledged message); the messages of a batch
+        are acknowledged in the order received."""
         from rocketmq.v5.client import ClientConfiguration, Credentials
         from rocketmq.v5.consumer import SimpleConsumer
         from rocketmq.v5.model import FilterExpression
@@ -315,13 +365,13 @@ class Workload:
 
         consumer = SimpleConsumer(
             ClientConfiguration(endpoints, Credentials(), request_timeout=3),
-            OFFICIAL_GROUP,
-            {OFFICIAL_TOPIC: FilterExpression()},
+            cg,
+            {topic: FilterExpression()},
             await_duration=2,
         )
         consumer.startup()
         process = self.new_process()
-        common = {"topic": OFFICIAL_TOPIC, "cg": OFFICIAL_GROUP}
+        common = {"topic": topic, "cg": cg}
         invisible_s = max(1, self.config.invisible_ms // 1000)
         try:
             while not self._stop_consuming.is_set():
@@ -339,35 +389,68 @@ class Workload:
                     self.history.append(OK, "receive", process=process, count=0, **common)
                     continue
                 self.last_delivery = time.monotonic()
-                acked = failed = 0
+                places: list[list[Any]] = []
                 for msg in got:
                     try:
                         where = decode_handle(msg.receipt_handle)
                     except InvalidReceiptHandle:
                         where = None
+                    mid = bytes(msg.body).split(b"|", 1)[0].decode(errors="replace")
+                    bgroup = where.group if where else ""
+                    queue = where.queue_id if where else -1
+                    offset = where.queue_offset if where else -1
+                    places.append([mid, bgroup, queue, offset])
                     self.history.append(
                         OK,
                         "receive",
                         process=process,
-                        id=bytes(msg.body).split(b"|", 1)[0].decode(errors="replace"),
-                        bgroup=where.group if where else "",
-                        queue=where.queue_id if where else -1,
-                        offset=where.queue_offset if where else -1,
+                        id=mid,
+                        mgroup=msg.message_group or "",
+                        bgroup=bgroup,
+                        queue=queue,
+                        offset=offset,
                         attempt=msg.delivery_attempt,
                         **common,
                     )
-                    try:
-                        consumer.ack(msg)
-                        acked += 1
-                    except Exception:  # not acknowledged: it comes back after its time
-                        failed += 1
-                kind = OK if not failed else FAIL
-                self.history.append(
-                    kind, "ack", process=process, count=acked, failed=failed, **common
-                )
+                process = self._official_ack(consumer, process, got, places, common)
         finally:
             with contextlib.suppress(Exception):
                 consumer.shutdown()
+
+    def _official_ack(
+        self,
+        consumer: Any,
+        process: int,
+        got: list[Any],
+        places: list[list[Any]],
+        common: Mapping[str, object],
+    ) -> int:
+        """Acknowledge a batch one message at a time; the completion lists those whose
+        ack succeeded. A failed ack comes back after its invisible time."""
+        self.history.append(INVOKE, "ack", process=process, count=len(got), **common)
+        acked: list[list[Any]] = []
+        error = ""
+        for msg, place in zip(got, places, strict=True):
+            try:
+                consumer.ack(msg)
+                acked.append(place)
+            except Exception as exc:
+                error = error or _error_text(exc)
+        failed = len(got) - len(acked)
+        if not failed:
+            self.history.append(OK, "ack", process=process, count=len(acked), acked=acked, **common)
+            return process
+        self.history.append(
+            FAIL,
+            "ack",
+            process=process,
+            count=len(acked),
+            failed=failed,
+            acked=acked,
+            error=error,
+            **common,
+        )
+        return process
 
     async def _consumer(self, bgroup: str, endpoint: str, topic: str, cg: str, f: str) -> None:
         await self.consume(
@@ -450,6 +533,17 @@ class Workload:
         except Exception as exc:
             self.history.append(INFO, "ack", process=process, error=_error_text(exc), **common)
             return self.new_process()
+        bgroup = common.get("bgroup", "")
+        acked = [  # the entries come in the order of the messages
+            [
+                msg.body.split(b"|", 1)[0].decode(errors="replace"),
+                bgroup,
+                msg.system_properties.queue_id,
+                msg.system_properties.queue_offset,
+            ]
+            for msg, entry in zip(got, entries, strict=True)
+            if entry.status.code == pb.Code.OK
+        ]
         failed = [e for e in entries if e.status.code != pb.Code.OK]
         if failed:
             self.history.append(
@@ -457,11 +551,12 @@ class Workload:
                 "ack",
                 process=process,
                 count=len(failed),
+                acked=acked,
                 error=failed[0].status.message[:160],
                 **common,
             )
         else:
-            self.history.append(OK, "ack", process=process, count=len(got), **common)
+            self.history.append(OK, "ack", process=process, count=len(got), acked=acked, **common)
         return process
 
     # -- the final audit -----------------------------------------------------------------

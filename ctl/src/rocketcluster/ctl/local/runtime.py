@@ -59,7 +59,7 @@ def _owned(pid: int, marker: str) -> bool:
 FRONT_MARKER = "rocketcluster.broker.front"
 
 
-def _children(pid: int, marker: str) -> list[int]:
+def children_of(pid: int, marker: str) -> list[int]:
     """The live children of ``pid`` whose command line holds ``marker``."""
     found = []
     for entry in Path("/proc").iterdir():
@@ -334,6 +334,12 @@ class LocalRuntime:
         names = ", ".join(p["name"] for p in state["processes"]) or "none"
         raise LocalRuntimeError(f"no process named {name!r} (running: {names})")
 
+    def exited(self, name: str) -> bool:
+        """Whether ``name``'s recorded process is gone. For a process this runtime
+        started, its exit status: /proc would call one that is still between fork
+        and exec (its command line not yet its own) dead."""
+        return self._exited(name, self.process(name))
+
     def kill(self, name: str) -> None:
         proc = self.process(name)
         _signal(proc, signal.SIGKILL)
@@ -341,7 +347,7 @@ class LocalRuntime:
 
     def front_pids(self, name: str) -> list[int]:
         """The front processes of broker ``name`` (broker/front): its children."""
-        return _children(self.process(name)["pid"], FRONT_MARKER)
+        return children_of(self.process(name)["pid"], FRONT_MARKER)
 
     def kill_front(self, name: str) -> int:
         """SIGKILL one front of broker ``name`` (its broker starts it again); its pid."""
