@@ -234,6 +234,22 @@ def test_fronts_stop_serving_at_once_when_the_store_process_dies(
     print(f"\nfronts gone {gone_after:.2f} s after the store process was killed")
 
 
+def _broker_config(tmp_path: Path, cluster: str, **settings: object) -> Path:
+    """A one-broker config file for ``python -m rocketcluster.broker.main``."""
+    config = {
+        "cluster": cluster,
+        "group": f"{cluster}-0",
+        "dataDir": str(tmp_path / "data"),
+        "bindHost": "127.0.0.1",
+        "clientPort": 0,
+        "adminPort": 0,
+        **settings,
+    }
+    path = tmp_path / "broker.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
 @pytest.mark.parametrize("fronts", [0, 2])
 def test_a_client_port_in_use_fails_the_start_naming_it(fronts: int, tmp_path: Path) -> None:
     """Another program on the client port: the broker (its fronts, when it has them)
@@ -242,17 +258,7 @@ def test_a_client_port_in_use_fails_the_start_naming_it(fronts: int, tmp_path: P
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        config = {
-            "cluster": "taken",
-            "group": "taken-0",
-            "dataDir": str(tmp_path / "data"),
-            "bindHost": "127.0.0.1",
-            "clientPort": port,
-            "adminPort": 0,
-            "frontProcesses": fronts,
-        }
-        path = tmp_path / "broker.json"
-        path.write_text(json.dumps(config))
+        path = _broker_config(tmp_path, "taken", clientPort=port, frontProcesses=fronts)
         done = subprocess.run(
             [sys.executable, "-m", "rocketcluster.broker.main", "--config", str(path)],
             capture_output=True,
@@ -269,17 +275,7 @@ def test_a_broker_waiting_for_its_fronts_stops_on_sigterm(tmp_path: Path) -> Non
     """SIGTERM while the store process waits for fronts that never serve: it stops at
     once (exit 0), and ends them, instead of waiting out the start's minute."""
     repo = Path(__file__).resolve().parents[3]
-    config = {
-        "cluster": "hung",
-        "group": "hung-0",
-        "dataDir": str(tmp_path / "data"),
-        "bindHost": "127.0.0.1",
-        "clientPort": 0,
-        "adminPort": 0,
-        "frontProcesses": 1,
-    }
-    path = tmp_path / "broker.json"
-    path.write_text(json.dumps(config))
+    path = _broker_config(tmp_path, "hung", frontProcesses=1)
     env = {**os.environ, "ROCKETCLUSTER_FRONT_MODULE": "broker.tests.front.hanging_front"}
     broker = subprocess.Popen(
         [sys.executable, "-m", "rocketcluster.broker.main", "--config", str(path)],
@@ -304,3 +300,57 @@ def test_a_broker_waiting_for_its_fronts_stops_on_sigterm(tmp_path: Path) -> Non
     assert "stopped while starting" in stderr
     assert took < 15, f"took {took:.1f} s to stop"
     wait_for(lambda: not any(_alive(p) for p in fronts), timeout=10, what="the front ended")
+
+
+def test_fronts_start_while_the_broker_waits_for_its_controllers(tmp_path: Path) -> None:
+    """The fronts are started first and import while the store process recovers and
+    takes its role, so a new master serves a bind after it is named (front/launch.py).
+    Here no controller answers: the broker waits for its role, and its two fronts
+    already run, waiting for their configuration (the client port is not served
+    before the broker knows its role). A SIGTERM then ends them all."""
+    with socket.socket() as nobody:  # a port nothing listens on: no controller
+        nobody.bind(("127.0.0.1", 0))
+        silent = f"127.0.0.1:{nobody.getsockname()[1]}"
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        client_port = free.getsockname()[1]
+    path = _broker_config(
+        tmp_path,
+        "early",
+        clientPort=client_port,
+        haPort=0,
+        frontProcesses=2,
+        controllers=[silent],
+    )
+    log = tmp_path / "broker.log"
+    with log.open("w") as sink:
+        broker = subprocess.Popen(
+            [sys.executable, "-m", "rocketcluster.broker.main", "--config", str(path)],
+            stderr=sink,
+        )
+    try:
+
+        def fronts() -> list[int]:
+            return [
+                p
+                for p in procfs.descendants(broker.pid)
+                if "rocketcluster.broker.front" in procfs.cmdline(p)
+            ]
+
+        # The store opened: the broker now asks the controllers for its role.
+        wait_for(lambda: " open: offsets " in log.read_text(), timeout=60, what="the store")
+        assert len(fronts()) == 2, f"fronts before the role: {fronts()}"
+        started = fronts()
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", client_port)) != 0, (
+                "the client port is served before the broker has its role"
+            )
+        assert broker.poll() is None, log.read_text()[-2000:]
+        broker.send_signal(signal.SIGTERM)
+        broker.wait(timeout=60)
+    finally:
+        if broker.poll() is None:
+            broker.kill()
+            broker.wait()
+    assert broker.returncode == 0, log.read_text()[-2000:]
+    wait_for(lambda: not any(_alive(p) for p in started), timeout=15, what="the fronts ended")

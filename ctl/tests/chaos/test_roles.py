@@ -53,3 +53,66 @@ def test_the_controllers_admin_client_is_made_again_when_their_addresses_change(
     finally:
         probe.close()
 
+
+class AllRunning:
+    def __init__(self, procs: list[dict[str, Any]]) -> None:
+        self.procs = procs
+
+    def running(self) -> list[dict[str, Any]]:
+        return self.procs
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the probe should not need {name} here")
+
+
+class OneGroup(ClusterProbe):
+    """A cluster of one group of three replicas, every answer from ``self.answers``
+    (admin address + path -> JSON; a missing key is a failed request)."""
+
+    def __init__(self) -> None:
+        self.procs: list[dict[str, Any]] = [
+            {"name": f"b{i}", "addresses": {"admin": f"10.0.0.{i}:8080"}} for i in range(3)
+        ]
+        super().__init__(AllRunning(self.procs), replicas=3)
+        self.answers: dict[str, Any] = {}
+        for i, proc in enumerate(self.procs):
+            admin = proc["addresses"]["admin"]
+            self.answers[admin + "/v1/broker"] = {"role": "master" if i == 0 else "slave"}
+            self.answers[admin + "/readyz"] = {"status": "ready"}
+
+    def processes(self) -> list[dict[str, Any]]:
+        return self.procs
+
+    def groups(self) -> list[str]:
+        return ["g0"]
+
+    def brokers(self, group: str) -> list[dict[str, Any]]:
+        return self.procs
+
+    def raft_leader(self) -> dict[str, Any] | None:
+        return {"name": "c0"}
+
+    def group_view(self, group: str) -> dict[str, Any] | None:
+        return {"masterId": 1, "syncStateSet": [1, 2, 3], "replicas": {"1": "b0"}}
+
+    def _proc_of(self, group: str, registered: str | None) -> dict[str, Any] | None:
+        return self.procs[0]
+
+    def get(self, address: str, path: str) -> Any:
+        return self.answers.get(address + path)
+
+
+def test_a_master_whose_fronts_do_not_serve_yet_is_not_whole() -> None:
+    """The controllers named a master and it says so, but its client port is not
+    served yet (``/readyz`` 503 while its fronts start): the cluster is not whole, so
+    the drain does not time the broker's start (make chaos: pause + kill-two-replicas
+    stalled the official FIFO consumer's drain this way)."""
+    probe = OneGroup()
+    try:
+        assert probe.health().healthy, probe.health().reason
+        del probe.answers["10.0.0.0:8080/readyz"]
+        health = probe.health()
+        assert not health.healthy
+        assert health.reason == "b0 does not serve its clients yet"
+    finally:
+        probe.close()

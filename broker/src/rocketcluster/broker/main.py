@@ -14,10 +14,14 @@ from pathlib import Path
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.broker.collector import freeze_survivors, tune_collector
 from rocketcluster.broker.event_loop import EVENT_LOOPS, loop_factory
-from rocketcluster.broker.server import BrokerServer
+from rocketcluster.broker.front.launch import LaunchedFront, launch
+from rocketcluster.broker.front.sizing import resolve
 
 
-async def serve(config: BrokerProcessConfig) -> int:
+async def serve(config: BrokerProcessConfig, launched: list[LaunchedFront] | None = None) -> int:
+    """``launched``: the fronts, started before this process imported the broker."""
+    from rocketcluster.broker.server import BrokerServer  # after the fronts started
+
     tune_collector()
     server = BrokerServer(config)
     stop = asyncio.Event()
@@ -25,7 +29,7 @@ async def serve(config: BrokerProcessConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await server.start(abort=stop)
+        await server.start(abort=stop, launched=launched)
     except Exception as exc:
         if stop.is_set():  # SIGTERM while starting: a stop, not a failure
             logging.getLogger("rocketcluster.broker").info("stopped while starting: %s", exc)
@@ -58,8 +62,11 @@ def main(argv: list[str] | None = None) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     config = BrokerProcessConfig.load(args.config)
+    # The fronts import gRPC and the protocol while this process imports the broker,
+    # recovers its store and takes its role (front/launch.py).
+    launched = launch(resolve(config.front_processes))
     with asyncio.Runner(loop_factory=loop_factory(args.event_loop)) as runner:
-        sys.exit(runner.run(serve(config)))
+        sys.exit(runner.run(serve(config, launched)))
 
 
 if __name__ == "__main__":

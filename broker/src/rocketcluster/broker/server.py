@@ -24,6 +24,7 @@ from rocketcluster.broker.client_port import BindError, add_services, bind, clie
 from rocketcluster.broker.collector import PauseObserver
 from rocketcluster.broker.front.frames import CONSUME_SERVICE as CONSUME_DESCRIPTOR
 from rocketcluster.broker.front.frames import MESSAGING_SERVICE as MESSAGING_DESCRIPTOR
+from rocketcluster.broker.front.launch import LaunchedFront, discard, launch
 from rocketcluster.broker.front.metrics import (
     STORE_PROCESS,
     register_front_metrics,
@@ -119,11 +120,20 @@ class BrokerServer:
         self._catalogue_client: ControllerClient | None = None
         self._gc_pauses: PauseObserver | None = None
         self.fronts: FrontSupervisor | None = None
+        self._launched: list[LaunchedFront] = []  # started, not yet handed to self.fronts
 
-    async def start(self, abort: asyncio.Event | None = None) -> None:
+    async def start(
+        self, abort: asyncio.Event | None = None, launched: list[LaunchedFront] | None = None
+    ) -> None:
         """Everything up and serving. ``abort`` (set by SIGTERM): give up where a step
-        waits on other processes (the fronts) instead of finishing the start first."""
+        waits on other processes (the fronts) instead of finishing the start first.
+
+        The fronts start first (``launched``: ``main`` started them before it imported
+        this module), so they import while the store recovers and the broker takes its
+        role, and a new master serves its clients a bind after it starts to
+        (front/launch.py)."""
         cfg = self.config
+        self._launched = launch(resolve(cfg.front_processes)) if launched is None else launched
         if cfg.label_pod_role:  # first: a stale "master" label goes before anything else
             target = PodTarget.from_env(os.environ)
             self.labeler = PodLabeler(HttpPodPatcher(target), target.describe())
@@ -194,7 +204,7 @@ class BrokerServer:
         """The client port: served here, or by front processes relaying to here."""
         cfg = self.config
         assert self.runtime is not None
-        fronts = resolve(cfg.front_processes)
+        fronts = len(self._launched)  # started first thing (start)
         messaging = MessagingServicer(self.runtime)
         consume = ConsumeServicer(self.runtime)
         if fronts:
@@ -204,7 +214,9 @@ class BrokerServer:
                 {MESSAGING_DESCRIPTOR.full_name: messaging, CONSUME_DESCRIPTOR.full_name: consume},
                 metrics.observe_rpc,
                 logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+                self._launched,
             )
+            self._launched = []
             register_front_metrics(metrics, self.fronts)
             try:
                 await self.fronts.start(abort)
@@ -276,6 +288,9 @@ class BrokerServer:
             await self._ha.stop(0.5)
         if self.fronts is not None:
             await self.fronts.stop()
+        if self._launched:  # the start failed before the fronts were handed over
+            await asyncio.to_thread(discard, self._launched)
+            self._launched = []
         if self._grpc is not None:
             await self._grpc.stop(GRACE_SECONDS)
         if self.runtime is not None:

@@ -16,15 +16,20 @@ import logging
 import os
 import signal
 import socket
-import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.broker.front import frames as f
 from rocketcluster.broker.front.channel import Channel
 from rocketcluster.broker.front.host import FrontConnection
+from rocketcluster.broker.front.launch import (
+    AdoptedProcess,
+    LaunchedFront,
+    discard,
+    front_argv,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +38,23 @@ STOP_TIMEOUT_S = 10.0
 LOST_GRACE_S = 1.0  # a front whose channel closed has this long to exit by itself
 RESTART_PAUSE_S = (0.0, 0.5, 1.0, 2.0, 5.0)
 STEADY_S = 30.0  # a front that served this long starts its pause count again
-# The module each front runs. ``rocketctl bench cpu`` replaces it with a feeder that
-# speaks the same channel (ctl/bench/cpu/store_feed.py) to measure the store process
-# at the rate many fronts would feed it; whoever sets a broker's environment can
-# already run anything in it.
-FRONT_MODULE_ENV = "ROCKETCLUSTER_FRONT_MODULE"
-FRONT_MODULE = "rocketcluster.broker.front"
+
+
+class FrontProcessHandle(Protocol):
+    """What the supervisor uses of a front's process: an asyncio subprocess, or a
+    front launched before the event loop ran (``launch.AdoptedProcess``)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
 
 
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:
@@ -51,7 +67,7 @@ class FrontSlot:
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: FrontProcessHandle | None = None
         self.connection: FrontConnection | None = None
         self.starts = 0
         self.ready = asyncio.Event()
@@ -71,7 +87,11 @@ class FrontSupervisor:
         servicers: dict[str, object],
         observe: Callable[[str, int, float], None] | None = None,
         log_level: str = "INFO",
+        launched: list[LaunchedFront] | None = None,
     ) -> None:
+        """``launched``: fronts started before the broker opened its store
+        (``launch.py``); each slot adopts its own at its first start."""
+        self._launched = {front.index: front for front in launched or ()}
         self._config_json = config.model_dump_json(by_alias=True)
         self._count = count
         self._servicers = servicers
@@ -204,25 +224,12 @@ class FrontSupervisor:
         connection = FrontConnection(
             self._servicers, self._on_hello(slot), self._on_lost(slot), self._observe
         )
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                os.environ.get(FRONT_MODULE_ENV, FRONT_MODULE),
-                "--channel-fd",
-                str(theirs.fileno()),
-                "--index",
-                str(slot.index),
-                "--fronts",
-                str(self._count),
-                pass_fds=(theirs.fileno(),),
-            )
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
+        launched = self._launched.pop(slot.index, None)
+        process: FrontProcessHandle
+        if launched is not None:
+            process, ours = AdoptedProcess(launched.process), launched.channel
+        else:
+            process, ours = await self._spawn(slot.index)
         slot.process = process
         slot.starts += 1
         try:
@@ -238,6 +245,18 @@ class FrontSupervisor:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
                 await process.wait()
+
+    async def _spawn(self, index: int) -> tuple[FrontProcessHandle, socket.socket]:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            argv = front_argv(theirs.fileno(), index, self._count)
+            process = await asyncio.create_subprocess_exec(*argv, pass_fds=(theirs.fileno(),))
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return process, ours
 
     def _on_hello(self, slot: FrontSlot) -> Callable[[FrontConnection], None]:
         def hello(connection: FrontConnection) -> None:
@@ -271,7 +290,7 @@ class FrontSupervisor:
 
         return lost
 
-    def _end(self, index: int, process: asyncio.subprocess.Process, why: str) -> None:
+    def _end(self, index: int, process: FrontProcessHandle, why: str) -> None:
         if process.returncode is None:
             log.warning("front %d lost its channel (%s); ending it", index, why)
             with contextlib.suppress(ProcessLookupError):
@@ -281,6 +300,9 @@ class FrontSupervisor:
         """SIGTERM every front (each answers its calls in progress, relayed here while
         this process still serves), then SIGKILL what is left after STOP_TIMEOUT_S."""
         self._stopping = True
+        if self._launched:  # never adopted (the start stopped first)
+            await asyncio.to_thread(discard, list(self._launched.values()))
+            self._launched.clear()
         processes = [s.process for s in self.slots if s.process and s.process.returncode is None]
         for process in processes:
             with contextlib.suppress(ProcessLookupError):

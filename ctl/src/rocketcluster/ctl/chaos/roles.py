@@ -189,8 +189,12 @@ class ClusterProbe:
         return view if isinstance(view, dict) else None
 
     def health(self) -> Health:
-        """Whole again: every process runs, a Raft leader exists, and every group has
-        a master that knows it is one and a full SyncStateSet."""
+        """Whole again: every process runs, a Raft leader exists, every group has a
+        master that knows it is one and a full SyncStateSet, and every broker is ready
+        (``/readyz``: its fronts serve the client port). A master the controllers named
+        whose fronts were still starting served no client: a drain measured from then
+        timed the broker's start, not the consumers (``make chaos``, pause +
+        kill-two-replicas)."""
         running = {p["name"] for p in self.control.running()}
         missing = [p["name"] for p in self.processes() if p["name"] not in running]
         if missing:
@@ -213,4 +217,7 @@ class ClusterProbe:
                 s = self.broker_view(proc)
                 if not s or s.get("role") != "slave":
                     return Health(False, f"{proc['name']} is not a slave yet")
+            for proc in self.brokers(group):
+                if self.get(proc["addresses"]["admin"], "/readyz") is None:
+                    return Health(False, f"{proc['name']} does not serve its clients yet")
         return self.more_health() if self.more_health is not None else Health(True)

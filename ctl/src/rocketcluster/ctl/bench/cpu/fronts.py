@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.broker.front.supervisor import FRONT_MODULE_ENV
+from rocketcluster.broker.front.launch import FRONT_MODULE_ENV
 from rocketcluster.ctl.bench.client_bench import GROUP, OFFICIAL_INFLIGHT, TOPIC
 from rocketcluster.ctl.bench.cpu import roles
 from rocketcluster.ctl.bench.cpu.measure import cpu_of, run_case

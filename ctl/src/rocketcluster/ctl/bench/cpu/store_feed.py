@@ -3,7 +3,7 @@ fast as it answers them: what the store process costs per message when fronts on
 cores keep it busy, which two shared cores cannot show with real clients and fronts.
 
 The broker starts it in place of ``rocketcluster.broker.front`` when its environment
-says so (``ROCKETCLUSTER_FRONT_MODULE``, broker/front/supervisor.py); it speaks the same
+says so (``ROCKETCLUSTER_FRONT_MODULE``, broker/front/launch.py); it speaks the same
 channel: takes CONFIG, says HELLO (the broker is then ready), and waits. It feeds only
 once the bench writes ``<go dir>/<store pid>`` (the master's, so a slave's feeder never
 sends), a JSON of what to do: ``{"topic", "seconds", "warmup", "inflight"}``. Each
