@@ -17,6 +17,7 @@ from rocketcluster.ctl.chaos.checker import (
     duplicates,
     fault_recovery,
     fifo_violations,
+    held,
     inconsistent_offsets,
     lost,
     percentile,
@@ -678,3 +679,33 @@ def test_the_workload_namespaces_ids_and_processes_by_session() -> None:
         assert workload.new_process() == 3 * SESSION_PROCESSES + 1
     finally:
         workload.close()
+
+
+def test_the_runner_holding_the_producers_is_not_recovery_time() -> None:
+    """After the episode the runner holds the producers for the drain check; a
+    producer that failed just before cannot succeed until the check ends. That time
+    is the runner's: the 80 %-packet-loss soak faults counted it, up to 27 s."""
+    h = H()
+    h.fault(1, "packet-loss", start=10.0, end=12.0, groups=[BG])
+    h.send("e1", "info", at=10.5, took=3.0)  # still in flight when the hold begins
+    h.send("ok", at=18.6, took=0.1)  # the first send after the hold: 18.7
+    h.t = 18.5
+    _drain_note(h, True, 1.0, paused_s=6.0)  # producers held from 12.5 to 18.5
+    [row] = check(h.records)["faults"]
+    assert row["recovery_s"] == 2.2  # 10.5 -> 18.7 is 8.2 s, 6 of them held
+    assert row["all_recovered_s"] == 2.2
+    assert row["after_heal_s"] == 0.7  # 12.0 -> 18.7, less the 6 s held
+    old = H()  # a history from before the hold was recorded: counted as it was
+    old.fault(1, "packet-loss", start=10.0, end=12.0, groups=[BG])
+    old.send("e1", "info", at=10.5, took=3.0).send("ok", at=18.6, took=0.1)
+    old.t = 18.5
+    _drain_note(old, True, 1.0)
+    assert check(old.records)["faults"][0]["recovery_s"] == 8.2
+
+
+def test_held_counts_only_the_overlap() -> None:
+    windows = [(2.0, 4.0), (6.0, 7.0)]
+    assert held(windows, 0.0, 10.0) == 3.0
+    assert held(windows, 3.0, 6.5) == 1.5
+    assert held(windows, 4.0, 6.0) == 0.0
+    assert held([], 0.0, 5.0) == 0.0

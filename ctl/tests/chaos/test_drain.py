@@ -3,6 +3,8 @@ positions, and the watch over an admin API that answers from a table."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from rocketcluster.ctl.chaos.drain import DrainWatch, Mark, Position, behind, stall_report
@@ -75,7 +77,24 @@ def test_the_watch_passes_once_the_backlog_is_consumed() -> None:
     probe = TableProbe([[4, 10], [8, 10], [10, 10]])
     watch = DrainWatch(probe, [("cg", "t")], clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
     result = watch.wait()
-    assert result == {"complete": True, "seconds": 1.0, "backlog": 6}
+    assert result == {"complete": True, "seconds": 1.0, "backlog": 6, "paused_s": 1.0}
+
+
+def test_the_hold_counts_the_wait_for_sends_in_flight() -> None:
+    """``paused_s`` covers the producers' whole hold: the sends already started
+    finishing (here 2 s) and the drain itself; the checker leaves it out of the
+    clients' recovery times."""
+    clock = Clock()
+
+    @contextlib.contextmanager
+    def quiesce() -> Iterator[None]:
+        clock.sleep(2.0)  # the last send in flight times out
+        yield
+
+    probe = TableProbe([[4, 10], [8, 10], [10, 10]])
+    watch = DrainWatch(probe, [("cg", "t")], quiesce=quiesce, clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
+    result = watch.wait()
+    assert result["seconds"] == 1.0 and result["paused_s"] == 3.0
 
 
 def test_the_watch_names_what_stalled_after_the_bound() -> None:

@@ -529,12 +529,34 @@ def consumer_missed(
 # -- recovery -------------------------------------------------------------------------
 
 
+def pause_windows(drains: Iterable[Record]) -> dict[int, list[tuple[float, float]]]:
+    """Per session, the (start, end) times the runner held the producers for a drain
+    check (``paused_s`` before the drain note; histories written before it was
+    recorded have none)."""
+    out: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for d in drains:
+        if d.get("paused_s") is not None:
+            end = float(d["time"])
+            out[int(d.get("session", 0))].append((end - float(d["paused_s"]), end))
+    return out
+
+
+def held(windows: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of [start, end] inside the windows (which do not overlap)."""
+    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in windows)
+
+
 class SendIndex:
     """The completed sends of one session sorted by invoke time, and per producer its
     successful ones, so each fault's recovery is a few binary searches and short
-    forward scans rather than a pass over every send."""
+    forward scans rather than a pass over every send.
 
-    def __init__(self, sends: Iterable[SendOp]) -> None:
+    ``paused``: when the runner held the producers (drain checks). A producer that
+    failed just before a drain check cannot succeed until it ends; that time is the
+    runner's, not the cluster's, and is left out of every recovery figure."""
+
+    def __init__(self, sends: Iterable[SendOp], paused: Sequence[tuple[float, float]] = ()) -> None:
+        self.paused = sorted(paused)
         self.ops = sorted(
             (s for s in sends if s.complete_time is not None), key=lambda s: s.invoke_time
         )
@@ -592,13 +614,20 @@ class SendIndex:
             out["last_error_s"] = round(last - fault.start, 3)
             began = max(fault.start, min(s.invoke_time for s in errors))
             first = self._first_ok_after(self.ops, self.invokes, began, groups)
-            out["recovery_s"] = None if first is None else round(first - began, 3)
+            out["recovery_s"] = self._active(began, first)
             healthy = self._every_process_recovered(errors, groups)
-            out["all_recovered_s"] = None if healthy is None else round(healthy - began, 3)
+            out["all_recovered_s"] = self._active(began, healthy)
         if fault.end is not None:
             after = self._first_ok_after(self.ops, self.invokes, fault.end, groups)
-            out["after_heal_s"] = None if after is None else round(after - fault.end, 3)
+            out["after_heal_s"] = self._active(fault.end, after)
         return out
+
+    def _active(self, start: float, end: float | None) -> float | None:
+        """Seconds from ``start`` to ``end`` the producers were free to send (None
+        when ``end`` is)."""
+        if end is None:
+            return None
+        return round(max(0.0, end - start - held(self.paused, start, end)), 3)
 
     def _every_process_recovered(self, errors: Sequence[SendOp], groups: set[str]) -> float | None:
         """When the last producer that failed had a send invoked after its own last
@@ -709,6 +738,7 @@ def check(records: Iterable[Record]) -> dict[str, Any]:
     for op in sends.values():
         by_session[op.session].append(op)
     indexes: dict[int, SendIndex] = {}
+    paused = pause_windows(collected.drains)
     fault_rows = []
     for f in faults:
         row: dict[str, Any] = {
@@ -724,7 +754,9 @@ def check(records: Iterable[Record]) -> dict[str, Any]:
         }
         if not f.skipped:
             if f.session not in indexes:
-                indexes[f.session] = SendIndex(by_session.get(f.session, []))
+                indexes[f.session] = SendIndex(
+                    by_session.get(f.session, []), paused.get(f.session, [])
+                )
             row.update(indexes[f.session].recovery(f))
         fault_rows.append(row)
     by_kind_count: dict[str, int] = defaultdict(int)

@@ -139,9 +139,14 @@ class DrainWatch:
     def wait(self) -> dict[str, Any]:
         """With the producers paused: mark the backlog, then wait until it is consumed
         or the bound passes. Returns what the history records (``complete``,
-        ``seconds``, the queues left)."""
+        ``seconds``, the queues left, and ``paused_s``: how long the producers were
+        held, from the moment no new send could start, which the checker leaves out of
+        the clients' recovery times)."""
+        paused = self._clock()
         with self.quiesce():
-            return self._wait()
+            result = self._wait()
+        result["paused_s"] = round(self._clock() - paused, 2)
+        return result
 
     def _wait(self) -> dict[str, Any]:
         began = self._clock()
