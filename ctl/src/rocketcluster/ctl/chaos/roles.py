@@ -209,15 +209,13 @@ class ClusterProbe:
                 return Health(False, f"{group}: SyncStateSet {view.get('syncStateSet')}")
             master = self._proc_of(group, view["replicas"].get(str(view["masterId"])))
             b = self.broker_view(master) if master else None
-            if not b or b.get("role") != "master":
+            if master is None or not b or b.get("role") != "master":
                 return Health(False, f"{group}: the appointed master does not serve yet")
             for proc in self.brokers(group):
-                if master is not None and proc["name"] == master["name"]:
-                    continue
-                s = self.broker_view(proc)
-                if not s or s.get("role") != "slave":
-                    return Health(False, f"{proc['name']} is not a slave yet")
-            for proc in self.brokers(group):
+                if proc["name"] != master["name"]:
+                    s = self.broker_view(proc)
+                    if not s or s.get("role") != "slave":
+                        return Health(False, f"{proc['name']} is not a slave yet")
                 if self.get(proc["addresses"]["admin"], "/readyz") is None:
                     return Health(False, f"{proc['name']} does not serve its clients yet")
         return self.more_health() if self.more_health is not None else Health(True)
