@@ -2,7 +2,12 @@
 ``stat`` (state, parent, process group) for the questions asked of many processes
 at once — which groups are still alive, who is in a group, what runs below a PID —
 and per-process details (command line, user, root directory: a chroot-isolated
-container's root is its image's file system, not ``/``)."""
+container's root is its image's file system, not ``/``).
+
+A process whose first thread has ended shows that thread's state — a zombie — while
+its other threads may still be ending, and until the last of them has, its files
+(listening sockets included) stay open: a port so "closed" still accepts connections.
+So a zombie counts as running while any of its threads runs (:func:`running`)."""
 
 from __future__ import annotations
 
@@ -24,7 +29,33 @@ class Stat:
 
     @property
     def running(self) -> bool:
-        return self.state not in GONE
+        return self.state not in GONE or _threads_running(self.pid)
+
+
+def _state(stat_path: Path) -> str:
+    return stat_path.read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _threads_running(pid: int) -> bool:
+    """Whether any thread of ``pid`` has not ended yet."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return False
+    for task in tasks:
+        with contextlib.suppress(OSError, IndexError):
+            if _state(task / "stat") not in GONE:
+                return True
+    return False
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` still runs: some thread of it has not ended (see above)."""
+    try:
+        state = _state(Path(f"/proc/{pid}/stat"))
+    except (OSError, IndexError):
+        return False
+    return state not in GONE or _threads_running(pid)
 
 
 def stats() -> Iterator[Stat]:
