@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 import grpc
-from rocketmq.grpc_protocol import definition_pb2
+
+from rocketcluster.api.protocol import pb as definition_pb2
 
 __all__ = [
     "CLIENT_LOGGER",

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from rocketmq.grpc_protocol import definition_pb2 as pb
-
+from rocketcluster.api.protocol import pb
 from rocketcluster.broker.store import PutStatus
 
 
