@@ -26,11 +26,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc
 
 from rocketcluster.api.client.batch_codec import encode_properties, pack_message
 from rocketcluster.api.generated import consume_pb2 as cpb
 from rocketcluster.api.generated import consume_pb2_grpc
-from rocketcluster.api.protocol import pb, service_pb2_grpc, spb
 from rocketcluster.broker.messaging.codes import OK_STATUS
 
 QUEUES = 8

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 import grpc
-
-from rocketcluster.api.protocol import pb as definition_pb2
+from rocketmq.grpc_protocol import definition_pb2
 
 __all__ = [
     "CLIENT_LOGGER",

@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass, field
 
 import grpc
+from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.client.lean import LeanClient, OutgoingMessage, new_message_id
-from rocketcluster.api.protocol import pb
 from rocketcluster.ctl.workload import TOPIC
 
 BODY = b"r" * 512

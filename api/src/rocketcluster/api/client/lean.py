@@ -18,6 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import grpc
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
 
 from rocketcluster.api.auth import SIGNATURE_ALGORITHM
 from rocketcluster.api.client.ack_batcher import AckBatcher
@@ -25,7 +28,6 @@ from rocketcluster.api.client.batch_codec import unpack_messages
 from rocketcluster.api.client.lean_message import ACK_OK, AckEntry, AckStatus, LeanMessage
 from rocketcluster.api.generated import consume_pb2 as cpb
 from rocketcluster.api.generated.consume_pb2_grpc import ConsumeServiceStub
-from rocketcluster.api.protocol import MessagingServiceStub, pb, spb
 from rocketcluster.api.tls import ClientTls, grpc_channel
 
 CHANNEL_OPTIONS = [

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
 from rocketcluster.api.client.batch_codec import (
     decode_properties,
     encode_properties,
     receipt_of_text,
     receipt_text,
 )
-from rocketcluster.api.protocol import pb
 
 # The broker's system property names (broker/messaging/properties.py RESERVED; a test
 # keeps the two equal): everything else in a message's properties is the user's.

@@ -13,10 +13,10 @@ from typing import Any, Final, Self
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.v5.util.message_id_codec import MessageIdCodec
 
 from rocketcluster.api.names import TopicName
-from rocketcluster.api.protocol import pb
 from rocketcluster.broker.admin.views import (
     http_error,
     require_master,

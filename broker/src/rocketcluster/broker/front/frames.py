@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from google.protobuf.descriptor import ServiceDescriptor
+from rocketmq.grpc_protocol import service_pb2 as spb
 
 from rocketcluster.api.generated import consume_pb2 as cpb
-from rocketcluster.api.protocol import spb
 
 CALL: Final = 1
 MESSAGE: Final = 2

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.message import DecodeError
+from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.generated import consume_pb2 as cpb
-from rocketcluster.api.protocol import pb
 from rocketcluster.broker.front import frames as f
 from rocketcluster.broker.front.channel import Channel
 from rocketcluster.broker.messaging.admission import (

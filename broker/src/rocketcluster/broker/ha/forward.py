@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from rocketcluster.api.protocol import MessagingServiceStub
+from rocketmq.grpc_protocol.service_pb2_grpc import MessagingServiceStub
+
 from rocketcluster.api.tls import ChannelPool, ClientTls
 
 CHANNEL_OPTIONS = [

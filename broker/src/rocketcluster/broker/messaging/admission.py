@@ -38,9 +38,10 @@ from typing import Any, NamedTuple
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
 
 from rocketcluster.api.limits import ClientLimits
-from rocketcluster.api.protocol import pb, spb
 from rocketcluster.broker.call_headers import header
 from rocketcluster.broker.messaging.codes import Code, status
 from rocketcluster.broker.metrics import BrokerMetrics

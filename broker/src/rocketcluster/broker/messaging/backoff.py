@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from rocketcluster.api.protocol import pb
+from rocketmq.grpc_protocol import definition_pb2 as pb
 
 CUSTOMIZED_BACKOFF_S: Final = (
     1,

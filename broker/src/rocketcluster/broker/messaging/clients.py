@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from rocketcluster.api.protocol import pb, spb
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
 
 
 @dataclass

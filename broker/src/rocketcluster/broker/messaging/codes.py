@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from rocketcluster.api.protocol import pb
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
 from rocketcluster.broker.store import PutStatus
 
 

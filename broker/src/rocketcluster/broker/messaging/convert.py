@@ -8,8 +8,8 @@ from typing import NamedTuple
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
+from rocketmq.grpc_protocol import definition_pb2 as pb
 
-from rocketcluster.api.protocol import pb
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.codes import Code, MessagingError
 from rocketcluster.broker.store.record import (

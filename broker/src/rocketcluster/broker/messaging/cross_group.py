@@ -31,8 +31,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from rocketmq.grpc_protocol import service_pb2 as spb
 
-from rocketcluster.api.protocol import spb
 from rocketcluster.broker.call_headers import header
 from rocketcluster.broker.ha.forward import Forwarder
 from rocketcluster.broker.messaging.codes import Code, MessagingError

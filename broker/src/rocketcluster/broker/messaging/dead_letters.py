@@ -17,8 +17,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
 from rocketcluster.api.names import dlq_topic
-from rocketcluster.api.protocol import pb
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.codes import Code, MessagingError, put_code
 from rocketcluster.broker.messaging.convert import copy_to, message_type_of

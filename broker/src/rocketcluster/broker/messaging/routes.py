@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.catalogue import Catalogue
-from rocketcluster.api.protocol import pb
 from rocketcluster.api.topics import TopicSpec
 
 READ_WRITE = int(pb.Permission.READ_WRITE)

@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
 from rocketcluster.api.broker_config import BrokerProcessConfig
 from rocketcluster.api.names import dlq_topic
-from rocketcluster.api.protocol import pb
 from rocketcluster.api.stats import STATS_TOPIC
 from rocketcluster.api.tls import ClientTls
 from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
 from rocketcluster.api.names import CONTROL_CHARACTERS, KEY_FORBIDDEN
-from rocketcluster.api.protocol import pb
 from rocketcluster.api.topics import MessageType, TopicSpec
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.codes import Code, MessagingError, put_code

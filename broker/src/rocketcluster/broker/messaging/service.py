@@ -18,9 +18,11 @@ from types import CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.grpc_protocol import service_pb2_grpc
 
 from rocketcluster.api.names import group_name_problem, topic_name_problem
-from rocketcluster.api.protocol import pb, service_pb2_grpc, spb
 from rocketcluster.broker.call_headers import header
 from rocketcluster.broker.messaging import queries
 from rocketcluster.broker.messaging.codes import (

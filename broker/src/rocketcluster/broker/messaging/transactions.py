@@ -18,8 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+
 from rocketcluster.api.broker_config import MessagingTuning
-from rocketcluster.api.protocol import pb, spb
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.clients import ClientRegistry
 from rocketcluster.broker.messaging.codes import Code, MessagingError

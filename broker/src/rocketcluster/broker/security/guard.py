@@ -26,7 +26,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from rocketcluster.api.protocol import pb, spb
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+
 from rocketcluster.api.users import Action
 from rocketcluster.broker.call_headers import header
 from rocketcluster.broker.security.auth import (

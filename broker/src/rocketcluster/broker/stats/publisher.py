@@ -21,7 +21,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import TypeVar
 
-from rocketcluster.api.protocol import pb
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
 from rocketcluster.api.stats import ROW_KINDS, STATS_TOPIC, pack_bodies
 from rocketcluster.broker.messaging import properties as prop
 from rocketcluster.broker.messaging.consume_state import QueueConsumeState

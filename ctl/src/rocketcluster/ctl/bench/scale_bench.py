@@ -40,10 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
 from rocketcluster.api.client.admin import AdminClient
 from rocketcluster.api.client.lean import LeanClient, OutgoingMessage
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.api.protocol import pb
 from rocketcluster.ctl.local.runtime import LocalRuntime
 from rocketcluster.ctl.testing import (
     main_thread_loop_for_the_official_client,

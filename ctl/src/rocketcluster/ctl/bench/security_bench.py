@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.auth import UserCredentials, UsersFile
 from rocketcluster.api.client.lean import LeanClient, OutgoingMessage
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.api.protocol import pb
 from rocketcluster.api.tls import ClientTls
 from rocketcluster.api.users import Action, PermissionSpec
 from rocketcluster.broker.security.auth import Authenticator, Kind, require, sign

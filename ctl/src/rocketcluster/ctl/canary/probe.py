@@ -40,6 +40,7 @@ from typing import Final
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.client.lean import (
     LeanClient,
@@ -48,7 +49,6 @@ from rocketcluster.api.client.lean import (
     new_message_id,
 )
 from rocketcluster.api.client.lean_message import LeanMessage
-from rocketcluster.api.protocol import pb
 from rocketcluster.api.tls import ClientTls
 
 log = logging.getLogger("rocketcluster.canary")

@@ -40,10 +40,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.client.lean import LeanClient, LeanClientError, OutgoingMessage
 from rocketcluster.api.client.lean_message import LeanMessage
-from rocketcluster.api.protocol import pb
 from rocketcluster.ctl.chaos.history import FAIL, INFO, INVOKE, OK, History
 
 log = logging.getLogger("rocketcluster.chaos")

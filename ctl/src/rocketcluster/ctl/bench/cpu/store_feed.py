@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
 
-from rocketcluster.api.protocol import pb, spb
 from rocketcluster.broker.front import frames as f
 from rocketcluster.broker.front.channel import Channel
 from rocketcluster.ctl.bench.client_bench import BODY, _cpu_seconds

@@ -27,10 +27,10 @@ from typing import Any
 
 import grpc
 import httpx
+from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from rocketcluster.api.client.lean import LeanClient, LeanClientError, OutgoingMessage
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.api.protocol import pb
 from rocketcluster.ctl.bench.s3_process import S3Endpoint
 from rocketcluster.ctl.bench.tier.backends import delete_uploads, s3_backends
 from rocketcluster.ctl.bench.tier.medians import median, median_of, summarize_runs
