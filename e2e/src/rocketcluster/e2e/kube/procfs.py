@@ -29,33 +29,21 @@ class Stat:
 
     @property
     def running(self) -> bool:
-        return self.state not in GONE or _threads_running(self.pid)
+        return self.state not in GONE or running(self.pid)
 
 
-def _state(stat_path: Path) -> str:
-    return stat_path.read_text().rsplit(")", 1)[1].split()[0]
-
-
-def _threads_running(pid: int) -> bool:
-    """Whether any thread of ``pid`` has not ended yet."""
+def running(pid: int) -> bool:
+    """Whether any thread of ``pid`` has not ended yet (the first one is among them:
+    a process that is not there, or whose threads are all zombies, does not run)."""
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return False
     for task in tasks:
         with contextlib.suppress(OSError, IndexError):
-            if _state(task / "stat") not in GONE:
+            if (task / "stat").read_text().rsplit(")", 1)[1].split()[0] not in GONE:
                 return True
     return False
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` still runs: some thread of it has not ended (see above)."""
-    try:
-        state = _state(Path(f"/proc/{pid}/stat"))
-    except (OSError, IndexError):
-        return False
-    return state not in GONE or _threads_running(pid)
 
 
 def stats() -> Iterator[Stat]:
