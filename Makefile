@@ -205,6 +205,7 @@ bench: setup debs
 	$(RUN) rocketctl bench controller --out bench/results
 	$(RUN) rocketctl bench console --out bench/results
 	$(RUN) rocketctl bench replication --out bench/results
+	$(RUN) rocketctl bench pop-rebuild --out bench/results
 	$(RUN) rocketctl bench drain --out bench/results
 	$(RUN) rocketctl bench switchover --out bench/results
 	$(RUN) rocketctl bench security --out bench/results

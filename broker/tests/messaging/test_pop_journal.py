@@ -16,7 +16,7 @@ from rocketcluster.api.topics import ConsumerGroupSpec, TopicSpec
 from rocketcluster.broker.messaging.consume_state import Op, QueueConsumeState
 from rocketcluster.broker.messaging.filters import FilterCache
 from rocketcluster.broker.messaging.notify import ArrivalNotifier
-from rocketcluster.broker.messaging.pop import PopService
+from rocketcluster.broker.messaging.pop import CHECKPOINT_EVERY_RECORDS, PopService
 from rocketcluster.broker.messaging.pop_journal import (
     JOURNAL_TOPIC,
     JournalFormatError,
@@ -100,13 +100,14 @@ def _dead_letter(group: str, msg: StoredMessage, attempts: int) -> MessageToStor
     return MessageToStore.build(f"%DLQ%{group}", 0, msg.body, msg_id=msg.msg_id)
 
 
-def _pop(store: MessageStore) -> PopService:
+def _pop(store: MessageStore, checkpoint_every: int = CHECKPOINT_EVERY_RECORDS) -> PopService:
     return PopService(
         store,
         ArrivalNotifier(),
         MessagingTuning(),
         _dead_letter,
         group_spec=lambda name: GROUP if name == "g" else None,
+        checkpoint_every=checkpoint_every,
     )
 
 

@@ -34,6 +34,7 @@ from rocketcluster.broker.front.sizing import resolve
 from rocketcluster.broker.front.supervisor import FrontSupervisor
 from rocketcluster.broker.ha.role import Role, RoleManager
 from rocketcluster.broker.kube_label import HttpPodPatcher, PodLabeler, PodTarget
+from rocketcluster.broker.loop_watchdog import BLOCK_BUCKETS, LoopWatchdog
 from rocketcluster.broker.messaging.admission import ClientAdmission
 from rocketcluster.broker.messaging.catalogue_sync import CatalogueService
 from rocketcluster.broker.messaging.consume_service import ConsumeServicer
@@ -119,6 +120,7 @@ class BrokerServer:
         self.catalogue: CatalogueService | None = None
         self._catalogue_client: ControllerClient | None = None
         self._gc_pauses: PauseObserver | None = None
+        self._watchdog: asyncio.Task[None] | None = None
         self.fronts: FrontSupervisor | None = None
         self._launched: list[LaunchedFront] = []  # started, not yet handed to self.fronts
 
@@ -145,6 +147,14 @@ class BrokerServer:
         metrics = BrokerMetrics(cfg.cluster, cfg.node_id, group=cfg.group)
         self._gc_pauses = PauseObserver(metrics.observe_gc)
         self._gc_pauses.install()
+        watchdog = LoopWatchdog(
+            metrics.histogram(
+                "rocketcluster_event_loop_block_seconds",
+                "Seconds the broker's event loop was held at a time (counted from 1 s: "
+                "requests, replication and controller heartbeats all waited)",
+                BLOCK_BUCKETS,
+            )
+        )
         self.runtime = MessagingRuntime(cfg, self.store, metrics)
         register_process_metrics(metrics, self._process_ids)
         if cfg.controllers:
@@ -191,6 +201,8 @@ class BrokerServer:
         if self._admin_task.done():
             raise BindError(f"cannot serve the admin API on {cfg.bind_host}:{cfg.admin_port}")
         self._ready = True
+        # From here on: the store's recovery above runs before anything is served.
+        self._watchdog = asyncio.get_running_loop().create_task(watchdog.run(), name="watchdog")
         log.info(
             "broker %s serving clients on %s, admin on %s:%d (%s)",
             cfg.node_id,
@@ -276,6 +288,10 @@ class BrokerServer:
 
     async def stop(self) -> None:
         self._ready = False
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
         if self._gc_pauses is not None:
             self._gc_pauses.uninstall()
         if self.catalogue is not None:

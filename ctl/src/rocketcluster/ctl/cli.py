@@ -264,6 +264,37 @@ def bench_drain(out_dir: Path, messages: int, work_dir: Path, cases: str) -> Non
     click.echo(f"results: {path}")
 
 
+@bench.command("pop-rebuild")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
+@click.option(
+    "--records",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="journal writes (seed 3's soak retained about this many)",
+)
+@click.option("--json", "as_json", is_flag=True, help="the JSON result on stdout")
+@click.option(
+    "--work-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="where the benchmark writes its data (default: the system temp dir)",
+)
+def bench_pop_rebuild(out_dir: Path, records: int, as_json: bool, work_dir: Path | None) -> None:
+    """What a replica pays to rebuild its POP state: one piece against slices, from the
+    journal's start against the latest checkpoint, and the longest event-loop hold."""
+    from rocketcluster.ctl.bench.pop_rebuild_bench import run_pop_rebuild_bench
+
+    result = asyncio.run(run_pop_rebuild_bench(work_dir, records))
+    path = write_results(out_dir, "pop-rebuild", result)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    columns = ["case", "journal_records", "checkpoints", "records_replayed", "seconds"]
+    click.echo(format_table(result["cases"], [*columns, "longest_hold_ms"]))
+    click.echo(f"results: {path}")
+
+
 @bench.command("cpu")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("bench/results"))
 @click.option("--seconds", type=float, default=10.0, show_default=True, help="load per case")

@@ -26,6 +26,13 @@ Ops (the first element names the transition of QueueConsumeState)::
     ["R", offset]                    reset_to (an operator moved the offset)
     ["Z", full snapshot]             the whole state (first change in a term, periodic)
     ["X"]                            the group was deleted: forget the state
+
+A *checkpoint* is one write holding a ``Z`` op for every state the master has: its last
+record carries the tag ``checkpoint`` (in the consume queue's tags code, so a reader
+finds the latest one by scanning the queue backwards without reading bodies), and its
+first record is the one whose id ends in ``.0``. Replaying from a checkpoint's first
+record gives every state, so a replica that must rebuild (pop_replay.py) replays only
+what follows the latest checkpoint instead of the whole retained journal.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ log = logging.getLogger(__name__)
 JOURNAL_TOPIC: Final = "RMQ_SYS_POP_JOURNAL"
 JOURNAL_QUEUE: Final = 0
 RECORD_BODY_LIMIT: Final = 256 << 10  # split larger writes into several records
+CHECKPOINT_TAG: Final = "checkpoint"  # on the last record of a checkpoint's write
 
 StateKey = tuple[str, str, int]
 KeyedOp = tuple[StateKey, Op]
@@ -87,6 +95,14 @@ def encode_records(
         size += cost
     close()
     return bodies
+
+
+def record_part(record_id: str) -> tuple[str, int]:
+    """A record id as (the write's id, the record's number within the write)."""
+    write, sep, part = record_id.rpartition(".")
+    if not sep or not part.isdigit():
+        raise JournalFormatError(f"POP journal record id {record_id!r} names no part")
+    return write, int(part)
 
 
 def decode_record(body: bytes) -> tuple[str, list[KeyedOp]]:
@@ -165,6 +181,10 @@ class PopJournalWriter:
         self._ids = itertools.count()
         self._ops: list[KeyedOp] = []
         self._extra: list[MessageToStore] = []
+        # The pending ops hold a checkpoint: the next write is tagged as one; and
+        # whether the write under way is one.
+        self._checkpoint = False
+        self._checkpoint_writing = False
         self._appended = 0  # ops and extra records ever handed in
         self._written = 0  # of which finished writing (well or not)
         self._waiters: list[tuple[int, asyncio.Future[PutResult]]] = []
@@ -175,13 +195,40 @@ class PopJournalWriter:
         self.on_written: Callable[[AppendedRecord, str], None] | None = None
         self.writes = 0
         self.ops_written = 0
+        self.checkpoints = 0
+        # Journal records written since the last checkpoint, and when the last one
+        # failed to be written (PopService decides when the next one is due).
+        self.records_since_checkpoint = 0
+        self.checkpoint_failed_at: float | None = None
 
     def append(self, key: StateKey, op: Op) -> None:
         self._ops.append((key, op))
         self._appended += 1
+        self._schedule()
+
+    def _schedule(self) -> None:
         if not self._busy and not self._scheduled:  # written even if nobody waits
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._start_background)
+
+    def append_checkpoint(self, ops: Sequence[KeyedOp]) -> None:
+        """Append every state's ``Z`` op; the write that takes them is tagged as a
+        checkpoint (all pending ops go into one write, so it holds all of them). With
+        no state at all it is one empty record: a rebuild starts there all the same."""
+        for key, op in ops:
+            self.append(key, op)
+        if not ops:
+            self._appended += 1  # the empty record, counted like an op
+            self._schedule()
+        self._checkpoint = True
+
+    def _waiting(self) -> bool:
+        return bool(self._ops or self._extra or self._checkpoint)
+
+    @property
+    def checkpoint_pending(self) -> bool:
+        """A checkpoint waits to be written or is being written."""
+        return self._checkpoint or self._checkpoint_writing
 
     def pending(self) -> int:
         return self._appended - self._written
@@ -207,39 +254,49 @@ class PopJournalWriter:
             result = await self._write_once()
         finally:
             self._busy = False
-            if self._ops or self._extra:  # appended during the write: the next one
+            if self._waiting():  # appended during the write: the next one
                 self._start_background()
         return result
 
     def drop_pending(self, reason: str) -> None:
         """No longer master: ops not yet written cannot be (the store refuses them)."""
         self._ops, self._extra = [], []
+        self._checkpoint = False
         self._written = self._appended
         self._resolve(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason))
 
     def _start_background(self) -> None:
         self._scheduled = False
-        if not self._busy and (self._ops or self._extra):
+        if not self._busy and self._waiting():
             self._busy = True
             self._task = asyncio.get_running_loop().create_task(self._drain(), name="pop-journal")
 
     async def _drain(self) -> None:
         try:
-            while self._ops or self._extra:
+            while self._waiting():
                 await self._write_once()
         finally:
             self._busy = False
 
     async def _write_once(self) -> PutResult:
         """Write everything pending in one put; resolves the waiters it covers."""
-        ops, extra = self._ops, self._extra
-        self._ops, self._extra = [], []
+        ops, extra, checkpoint = self._ops, self._extra, self._checkpoint
+        self._ops, self._extra, self._checkpoint = [], [], False
         upto = self._appended
         record_id = f"{self._writer}-{next(self._ids)}"
+        bodies = encode_records(record_id, ops, self._limit)
+        if checkpoint and not bodies:
+            bodies = [json.dumps({"id": f"{record_id}.0", "k": [], "o": []}).encode()]
         records = [
-            MessageToStore.build(JOURNAL_TOPIC, JOURNAL_QUEUE, body)
-            for body in encode_records(record_id, ops, self._limit)
+            MessageToStore.build(
+                JOURNAL_TOPIC,
+                JOURNAL_QUEUE,
+                body,
+                tag=CHECKPOINT_TAG if checkpoint and i == len(bodies) - 1 else None,
+            )
+            for i, body in enumerate(bodies)
         ]
+        self._checkpoint_writing = checkpoint
         try:
             result = await self._put([*extra, *records])
         except asyncio.CancelledError:
@@ -251,12 +308,22 @@ class PopJournalWriter:
         except Exception as exc:  # a failed write is an answer, not a crash
             log.exception("writing %d POP journal ops failed", len(ops))
             result = PutResult(PutStatus.UNKNOWN_ERROR, reason=f"POP journal: {exc}")
+        finally:
+            self._checkpoint_writing = False
         if result.records and records and self.on_written is not None:
             self.on_written(result.records[-1], f"{record_id}.{len(records) - 1}")
         if result.ok:
             self.writes += 1
             self.ops_written += len(ops)
-        elif not result.records:
+            if checkpoint:
+                self.checkpoints += 1
+                self.records_since_checkpoint = 0
+                self.checkpoint_failed_at = None
+            else:
+                self.records_since_checkpoint += len(records)
+        elif checkpoint:
+            self.checkpoint_failed_at = time.monotonic()
+        if not result.ok and not result.records:
             log.warning("POP journal write refused: %s", result.reason)
         self._written = max(self._written, upto)
         self._resolve(result)

@@ -1,8 +1,9 @@
 """Metrics of the replicated POP consumption state (pop_journal.py, pop_replay.py,
 revive.py): how often the master writes the journal and how many state changes those
-writes carry (the ratio is the group commit at work), how often a broker had to
-rebuild its consumption state from the journal's start (after a failover cut the tail
-it had applied), and how many messages the revive service dead-lettered.
+writes carry (the ratio is the group commit at work), how many checkpoints it wrote,
+how often a broker had to rebuild its consumption state (after a failover cut the tail
+it had applied) and whether it is rebuilding now, and how many messages the revive
+service dead-lettered.
 
 All are counters the objects keep as plain integers, read when Prometheus scrapes: no
 work on the receive / ack path.
@@ -40,8 +41,21 @@ def register_pop_metrics(metrics: BrokerMetrics, pop: PopService, revive: PopRev
     metrics.counter(
         "rocketmq_pop_journal_rebuilds_total",
         "Times this broker dropped its consumption state and replayed the POP journal "
-        "from the start because the record it applied last was no longer in its log",
+        "from its latest checkpoint because the record it applied last was no longer "
+        "in its log",
         lambda: [({}, float(pop.replayer.rebuilds))],
+    )
+    metrics.gauge(
+        "rocketmq_pop_journal_rebuilding",
+        "1 while this broker rebuilds its consumption state from the POP journal (it "
+        "replays in slices, serving replication and heartbeats meanwhile), else 0",
+        lambda: [({}, float(pop.replayer.rebuilding))],
+    )
+    metrics.counter(
+        "rocketmq_pop_journal_checkpoints_total",
+        "Checkpoints (every consumption state in one journal write) written by this "
+        "broker as master: when it took over and every few thousand journal records",
+        lambda: [({}, float(pop.journal.checkpoints))],
     )
     metrics.counter(
         "rocketmq_pop_revive_dlq_messages_total",

@@ -55,6 +55,7 @@ class PopReviveService:
                     if time.monotonic() - last_snapshot >= self._snapshot_every_s:
                         last_snapshot = time.monotonic()
                         self._pop.snapshot_active()
+                    self._pop.checkpoint_if_due()
                 except Exception:
                     log.exception("revive step failed; retrying")
                 nxt = self._pop.revive_index.next_deadline()

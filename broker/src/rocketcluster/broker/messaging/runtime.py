@@ -202,6 +202,7 @@ class MessagingRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        await self.pop.close()
         try:
             self.pop.persist()
         finally:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rocketcluster.ctl.chaos.broker_logs import summary_lines
+
 
 def skipped_banner(reason: str) -> str:
     bar = "#" * 78
@@ -63,6 +65,7 @@ def summary_text(summary: dict[str, Any], out: Path) -> str:
             else ""
         ),
         _drains_line(summary.get("drains")),
+        *(summary_lines(summary["brokers"]) if "brokers" in summary else []),
         "  faults by kind (recovery p50/p99 to a first success; all: p50/p99/max until "
         "every failing producer succeeded again; after heal p50/p99; whole: p50/p99 from "
         "the episode's last heal until the cluster was whole again):",

@@ -20,8 +20,9 @@ file ``DIR/STOP`` appears; a killed run resumes from its last finished episode.
 
 Output in DIR: ``history.jsonl``, ``summary.json``, ``report.txt``, ``timeline.png``
 and the processes' logs. Exit status 1 when anything acknowledged was lost, anything
-unexpected was delivered, an offset was inconsistent, FIFO order broke, or the
-cluster did not come back whole after the final heal.
+unexpected was delivered, an offset was inconsistent, FIFO order broke, the cluster
+did not come back whole after the final heal, or a broker's event loop was held on CPU
+past the heartbeat timeout (broker_logs.py).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from types import FrameType
 from typing import Any
 
 from rocketcluster.api.cluster import RocketCluster
-from rocketcluster.ctl.chaos import netns
+from rocketcluster.ctl.chaos import broker_logs, netns
 from rocketcluster.ctl.chaos.backend import ChaosBackend, LocalChaosBackend
 from rocketcluster.ctl.chaos.checker import check
 from rocketcluster.ctl.chaos.drain import DrainWatch
@@ -528,8 +529,17 @@ class Run:
         network_ok = (
             self.network_problem is None or bool(self.args.loopback) or bool(self.allowed_skips)
         )
+        # What the brokers logged: event-loop blocks (a run with one held on CPU past the
+        # heartbeat timeout fails) and POP state rebuilds.
+        summary["brokers"] = broker_logs.read(self.out / "logs")
+        loops_ok = not summary["brokers"]["loop_blocks"]["over_limit"]
         summary["valid"] = bool(
-            summary["valid"] and healthy_at_end and network_ok and audit_complete and not crashed
+            summary["valid"]
+            and healthy_at_end
+            and network_ok
+            and audit_complete
+            and not crashed
+            and loops_ok
         )
         (self.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         title = (

@@ -39,6 +39,9 @@ DISK_FREE_RATIO: Final = 0.25
 DISK_FULL_MARGIN: Final = 0.05
 DISK_ALMOST_FULL_FOR: Final = "5m"
 FLUSH_P99_SECONDS: Final = 0.5
+# RocketMQBrokerEventLoopBlocked: a block longer than the controllers' heartbeat timeout
+# (a bucket bound of rocketcluster_event_loop_block_seconds, broker/loop_watchdog.py).
+LOOP_BLOCK_SECONDS: Final = "3.0"
 LEADER_CHANGES_IN_15M: Final = 3
 UPLOAD_LAG_SECONDS: Final = 600
 BACKEND_DOWN_FOR: Final = "5m"
@@ -131,6 +134,12 @@ def alerts(scope: Mapping[str, str] | None = None) -> tuple[Alert, ...]:
     flush_p99 = (
         "histogram_quantile(0.99, sum by (cluster, group, node_id, le) "
         f"(rate({m('rocketmq_storage_flush_latency_bucket')}[5m])))"
+    )
+    loop_block_le = f'le="{LOOP_BLOCK_SECONDS}"'
+    long_blocks = (
+        "sum by (cluster, group, node_id) "
+        f"(increase({m('rocketcluster_event_loop_block_seconds_count')}[10m]) - ignoring (le) "
+        f"increase({m('rocketcluster_event_loop_block_seconds_bucket', loop_block_le)}[10m]))"
     )
     has_leader = f"max by (cluster) ({m('rocketmq_controller_has_leader')})"
     leader_changes = (
@@ -269,6 +278,20 @@ def alerts(scope: Mapping[str, str] | None = None) -> tuple[Alert, ...]:
             description=(
                 "The 99th percentile of commit log flushes on {{ $labels.node_id }} is "
                 "{{ $value | humanizeDuration }}: sync-flushed writes wait that long."
+            ),
+        ),
+        Alert(
+            name="RocketMQBrokerEventLoopBlocked",
+            severity="warning",
+            signal=long_blocks,
+            expr=f"{long_blocks} > 0",
+            for_="",
+            summary="Broker {{ $labels.node_id }} stopped serving for seconds at a time",
+            description=(
+                "The event loop of {{ $labels.node_id }} was held longer than "
+                f"{float(LOOP_BLOCK_SECONDS):g} s {{{{ $value | humanize }}}} time(s) in the last "
+                "10 minutes: no request, replication or controller heartbeat was served "
+                "meanwhile. Its log says 'event loop blocked for' and how much of it was CPU."
             ),
         ),
         Alert(

@@ -70,6 +70,8 @@ BROKER_METRICS: Final = (
     "rocketmq_pop_journal_ops_total",
     "rocketmq_pop_journal_applied_total",
     "rocketmq_pop_journal_rebuilds_total",
+    "rocketmq_pop_journal_rebuilding",
+    "rocketmq_pop_journal_checkpoints_total",
     "rocketmq_pop_revive_dlq_messages_total",
     "rocketmq_cross_group_received_messages_total",
     "rocketmq_cross_group_passed_on_total",
@@ -97,6 +99,9 @@ BROKER_METRICS: Final = (
     "rocketmq_client_limit_refusals_total",
     "rocketcluster_process_cpu_seconds_total",
     "rocketcluster_process_resident_bytes",
+    "rocketcluster_event_loop_block_seconds_bucket",
+    "rocketcluster_event_loop_block_seconds_count",
+    "rocketcluster_event_loop_block_seconds_sum",
 )
 # Exported only by brokers with spec.tieredStorage enabled (broker/tiered/metrics.py).
 TIERED_METRICS: Final = (
@@ -227,6 +232,7 @@ EXPECTED_EMPTY: Final[dict[str, str]] = {
     "alert:RocketMQDiskAlmostFull": _NOT_FIRING,
     "alert:RocketMQMessagesDeletedUnconsumed": _NOT_FIRING,
     "alert:RocketMQFlushLatencyHigh": _NOT_FIRING,
+    "alert:RocketMQBrokerEventLoopBlocked": _NOT_FIRING,
     "alert:RocketMQControllerWithoutLeader": _NOT_FIRING,
     "alert:RocketMQControllerLeaderFlapping": _NOT_FIRING,
     "alert:RocketMQControllerDown": _NOT_FIRING,

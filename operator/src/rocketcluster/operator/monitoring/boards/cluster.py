@@ -237,6 +237,23 @@ def overview() -> dict[str, Any]:
         )
         .add(
             graph(
+                "Event loop held by broker",
+                "Seconds each broker's event loop was held 1 s or more at a time: its "
+                "requests, replication and controller heartbeats all waited meanwhile (a "
+                "broker held past the heartbeat timeout leaves its SyncStateSet). Its log "
+                "names each one ('event loop blocked for', with the part spent on CPU).",
+                "s",
+                Q(
+                    "sum by (node_id) (increase("
+                    f"{v('rocketcluster_event_loop_block_seconds_sum', *c)}[{RATE}]))",
+                    "{{node_id}}",
+                ),
+                min_value=0,
+            ),
+            12,
+        )
+        .add(
+            graph(
                 "Disk free by broker",
                 "Free share of each broker's data volume.",
                 "percentunit",

@@ -258,10 +258,16 @@ def consumer_lag() -> dict[str, Any]:
                 "POP journal",
                 "Consumption-state changes (receipts, acks, invisible-time changes) the "
                 "master writes to the replicated POP journal, the puts that carry them "
-                "(fewer puts than changes: the group commit) and the records slaves apply.",
+                "(fewer puts than changes: the group commit), its checkpoints (every state "
+                "at once, when a master takes over and every 10,000 records) and the "
+                "records slaves apply.",
                 "ops",
                 Q(rate("rocketmq_pop_journal_ops_total", "node_id", *b), "{{node_id}} changes"),
                 Q(rate("rocketmq_pop_journal_writes_total", "node_id", *b), "{{node_id}} puts"),
+                Q(
+                    rate("rocketmq_pop_journal_checkpoints_total", "node_id", *b),
+                    "{{node_id}} checkpoints",
+                ),
                 Q(
                     rate("rocketmq_pop_journal_applied_total", "node_id", *b),
                     "{{node_id}} applied",
@@ -273,14 +279,19 @@ def consumer_lag() -> dict[str, Any]:
         .add(
             graph(
                 "POP state rebuilds and revived dead letters",
-                "Rebuilds: a broker replayed the POP journal from its start because a "
-                "failover cut the tail it had applied (rare; each one costs a full replay). "
+                "Rebuilds: a broker replayed the POP journal from its latest checkpoint "
+                "because a failover cut the tail it had applied (rare; in slices, replication "
+                "goes on; 'rebuilding' is 1 while one runs). "
                 "Revived to DLQ: messages whose last delivery expired with nobody receiving.",
                 "short",
                 Q(
                     f"sum by (node_id) (increase({v('rocketmq_pop_journal_rebuilds_total', *b)}"
                     f"[{RATE}]))",
                     "{{node_id}} rebuilds",
+                ),
+                Q(
+                    f"max by (node_id) ({v('rocketmq_pop_journal_rebuilding', *b)})",
+                    "{{node_id}} rebuilding",
                 ),
                 Q(
                     f"sum by (node_id) (increase("
