@@ -171,9 +171,9 @@ def test_the_prometheus_rule_holds_every_alert_scoped_to_the_cluster() -> None:
         assert set(r) <= {"alert", "expr", "for", "labels", "annotations"}
         assert r["labels"]["severity"] in ("critical", "warning")
         assert r["annotations"]["runbook_url"].endswith("#" + r["alert"].lower())
-        selectors = re.findall(r"\b(?:rocketmq_\w+|up)\{([^}]*)\}", r["expr"])
+        selectors = re.findall(r"\b(?:rocket(?:mq|cluster)_\w+|up)\{([^}]*)\}", r["expr"])
         assert selectors and all('cluster="prod"' in s for s in selectors), r["expr"]
-        bare = re.findall(r"\b(rocketmq_\w+|up)\b(?!\{)", r["expr"])
+        bare = re.findall(r"\b(rocket(?:mq|cluster)_\w+|up)\b(?!\{)", r["expr"])
         assert not bare, f"{r['alert']}: unscoped {bare}"
 
 
