@@ -76,3 +76,21 @@ def test_a_run_without_logs_or_blocks_passes(tmp_path: Path) -> None:
     assert found["pop_rebuilds"]["count"] == 0
     assert "none over" in summary_lines(found)[0]
     assert LOOP_BLOCK_LIMIT_CPU_S == 3.0
+
+
+def test_the_operated_soaks_pod_logs_are_read_too(tmp_path: Path) -> None:
+    """The operated soak keeps its pods' logs as the emulator's kubelet wrote them:
+    `<namespace>/<pod>_<container>.log`; only the broker containers' count."""
+    logs = tmp_path / "logs"
+    (logs / "chaos").mkdir(parents=True)
+    _log(
+        logs / "chaos" / "soak-broker-0-1_broker.log",
+        [(logging.WARNING, BLOCK_MESSAGE, (4.2, 3.9))],
+    )
+    _log(
+        logs / "chaos" / "soak-controller-0_controller.log",
+        [(logging.WARNING, BLOCK_MESSAGE, (9.0, 9.0))],
+    )
+    blocks = read(logs)["loop_blocks"]
+    assert blocks["count"] == 1
+    assert [b["process"] for b in blocks["over_limit"]] == ["soak-broker-0-1_broker"]

@@ -28,7 +28,10 @@ from rocketcluster.broker.messaging.pop_replay import (
 # The brokers' heartbeat timeout at the controllers (3 s): a loop held longer on CPU
 # drops its broker from the SyncStateSet with nothing wrong around it.
 LOOP_BLOCK_LIMIT_CPU_S = 3.0
-BROKER_LOGS = "chaos-broker-*.log"
+# The local soak's brokers log to `chaos-broker-<group>-<n>.log`; the operated soak's
+# pods, through the emulator's kubelet, to `<namespace>/<pod>_broker.log` (the
+# container is named `broker`), which its runner copies beside them.
+BROKER_LOGS = ("chaos-broker-*.log", "*/*_broker.log")
 _STAMP = r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ \w+ \S+ "
 
 
@@ -95,7 +98,7 @@ def read(logs_dir: Path) -> dict[str, Any]:
         with path.open(encoding="utf-8", errors="replace") as f:
             yield from f
 
-    paths = sorted(logs_dir.glob(BROKER_LOGS)) if logs_dir.is_dir() else []
+    paths = sorted(p for pattern in BROKER_LOGS for p in logs_dir.glob(pattern))
     return scan((p.stem, lines(p)) for p in paths)
 
 
